@@ -1,0 +1,256 @@
+//! The verified event the layer hands to the handler.
+
+use bytes::Bytes;
+use serde::{Deserialize, de::DeserializeOwned};
+
+/// The longest event id the layer accepts (the SQL schema's `VARCHAR(50)`).
+pub const MAX_EVENT_ID_LEN: usize = 50;
+/// The longest event type the layer accepts (the SQL schema's `VARCHAR(100)`).
+pub const MAX_EVENT_TYPE_LEN: usize = 100;
+
+/// A verified Sangho event, inserted into the request extensions before the handler runs.
+///
+/// The layer parses only the fields it needs (`id`, `type`) and the standard ones beside them;
+/// `data` stays raw bytes until the handler asks for it with
+/// [`data_object`](Self::data_object). The raw bytes are the exact, signed body, shared with
+/// the request body (cloning a `SanghoEvent` does not copy them).
+///
+/// ```
+/// use axum::{Extension, Json};
+/// use sangho_webhook::SanghoEvent;
+/// use serde::Deserialize;
+///
+/// #[derive(Deserialize)]
+/// struct PaymentIntent { id: String, amount: u64 }
+///
+/// async fn handler(Extension(event): Extension<SanghoEvent>) -> Json<serde_json::Value> {
+///     if event.event_type() == "payment_intent.succeeded" {
+///         if let Ok(intent) = event.data_object::<PaymentIntent>() {
+///             println!("{} paid {}", intent.id, intent.amount);
+///         }
+///     }
+///     Json(serde_json::json!({ "received": true }))
+/// }
+/// # let _ = axum::routing::post::<_, _, ()>(handler);
+/// ```
+#[derive(Clone, Debug)]
+pub struct SanghoEvent {
+    id: String,
+    event_type: String,
+    created: Option<i64>,
+    livemode: Option<bool>,
+    api_version: Option<String>,
+    raw: Bytes,
+}
+
+/// Why a verified body is not an acceptable event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum EventError {
+    /// The body is not JSON.
+    #[error("the body is not JSON")]
+    NotJson,
+    /// The body is JSON, but has no string `id` or `type`, or a standard field of another type.
+    #[error("the body is not an event: it needs a string `id` and `type`")]
+    NotAnEvent,
+    /// The id is not 1 to 50 characters of `[A-Za-z0-9_-]`.
+    #[error("the event id must be 1 to 50 characters of [A-Za-z0-9_-]")]
+    InvalidId,
+    /// The type is not 1 to 100 printable ASCII characters.
+    #[error("the event type must be 1 to 100 printable ASCII characters")]
+    InvalidType,
+}
+
+/// The fields the layer reads; everything else is skipped without being built.
+#[derive(Deserialize)]
+struct Head {
+    id: String,
+    #[serde(rename = "type")]
+    event_type: String,
+    created: Option<i64>,
+    livemode: Option<bool>,
+    api_version: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Envelope<T> {
+    data: Data<T>,
+}
+
+#[derive(Deserialize)]
+struct Data<T> {
+    object: T,
+}
+
+/// `true` for 1 to 50 characters of `[A-Za-z0-9_-]`.
+pub fn is_valid_event_id(id: &str) -> bool {
+    (1..=MAX_EVENT_ID_LEN).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+}
+
+/// `true` for 1 to 100 printable ASCII characters (space to `~`).
+pub fn is_valid_event_type(event_type: &str) -> bool {
+    (1..=MAX_EVENT_TYPE_LEN).contains(&event_type.len())
+        && event_type.bytes().all(|b| (b' '..=b'~').contains(&b))
+}
+
+impl SanghoEvent {
+    /// Parses a verified body. The bytes are kept, not copied.
+    ///
+    /// ```
+    /// use sangho_webhook::SanghoEvent;
+    ///
+    /// let body = r#"{"id":"evt_1","type":"charge.refunded","created":1764500000,"data":{"object":{}}}"#;
+    /// let event = SanghoEvent::parse(body.into()).unwrap();
+    /// assert_eq!(event.id(), "evt_1");
+    /// assert_eq!(event.event_type(), "charge.refunded");
+    /// assert_eq!(event.created(), Some(1_764_500_000));
+    /// ```
+    pub fn parse(raw: Bytes) -> Result<Self, EventError> {
+        let head: Head = serde_json::from_slice(&raw).map_err(|error| match error.classify() {
+            serde_json::error::Category::Data => EventError::NotAnEvent,
+            _ => EventError::NotJson,
+        })?;
+        if !is_valid_event_id(&head.id) {
+            return Err(EventError::InvalidId);
+        }
+        if !is_valid_event_type(&head.event_type) {
+            return Err(EventError::InvalidType);
+        }
+        Ok(Self {
+            id: head.id,
+            event_type: head.event_type,
+            created: head.created,
+            livemode: head.livemode,
+            api_version: head.api_version,
+            raw,
+        })
+    }
+
+    /// The event id (`evt_…`), the deduplication key.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The event type, such as `payment_intent.succeeded`.
+    pub fn event_type(&self) -> &str {
+        &self.event_type
+    }
+
+    /// When the provider created the event, in Unix seconds, if the body says.
+    pub fn created(&self) -> Option<i64> {
+        self.created
+    }
+
+    /// Whether the event comes from live mode (as opposed to test mode), if the body says.
+    pub fn livemode(&self) -> Option<bool> {
+        self.livemode
+    }
+
+    /// The API version the event was rendered with, if the body says.
+    pub fn api_version(&self) -> Option<&str> {
+        self.api_version.as_deref()
+    }
+
+    /// The exact, verified body.
+    pub fn raw(&self) -> &Bytes {
+        &self.raw
+    }
+
+    /// Deserializes `data.object` into the type the handler expects for this event type.
+    ///
+    /// ```
+    /// use sangho_webhook::SanghoEvent;
+    /// use serde::Deserialize;
+    ///
+    /// #[derive(Deserialize)]
+    /// struct Charge { amount: u64 }
+    ///
+    /// let body = r#"{"id":"evt_1","type":"charge.succeeded","data":{"object":{"amount":500}}}"#;
+    /// let event = SanghoEvent::parse(body.into()).unwrap();
+    /// assert_eq!(event.data_object::<Charge>().unwrap().amount, 500);
+    /// ```
+    pub fn data_object<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        serde_json::from_slice::<Envelope<T>>(&self.raw).map(|envelope| envelope.data.object)
+    }
+
+    /// Deserializes the whole body into a type of the handler's.
+    pub fn deserialize<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        serde_json::from_slice(&self.raw)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(body: &str) -> Result<SanghoEvent, EventError> {
+        SanghoEvent::parse(Bytes::copy_from_slice(body.as_bytes()))
+    }
+
+    #[test]
+    fn parse_keeps_the_standard_fields_and_the_raw_bytes() {
+        let body = r#"{"id":"evt_3PqL","type":"payment_intent.succeeded","created":1764500000,"livemode":false,"api_version":"2026-01-01","data":{"object":{"x":1}},"extra":[1,2]}"#;
+        let event = parse(body).unwrap();
+        assert_eq!(event.id(), "evt_3PqL");
+        assert_eq!(event.event_type(), "payment_intent.succeeded");
+        assert_eq!(event.created(), Some(1_764_500_000));
+        assert_eq!(event.livemode(), Some(false));
+        assert_eq!(event.api_version(), Some("2026-01-01"));
+        assert_eq!(event.raw().as_ref(), body.as_bytes());
+    }
+
+    #[test]
+    fn parse_tells_not_json_from_not_an_event() {
+        assert_eq!(parse("not json").unwrap_err(), EventError::NotJson);
+        assert_eq!(parse(r#"{"id":"evt_1""#).unwrap_err(), EventError::NotJson);
+        assert_eq!(parse("[]").unwrap_err(), EventError::NotAnEvent);
+        assert_eq!(
+            parse(r#"{"type":"a"}"#).unwrap_err(),
+            EventError::NotAnEvent
+        );
+        assert_eq!(
+            parse(r#"{"id":7,"type":"a"}"#).unwrap_err(),
+            EventError::NotAnEvent
+        );
+        assert_eq!(
+            parse(r#"{"id":"evt_1","type":null}"#).unwrap_err(),
+            EventError::NotAnEvent
+        );
+    }
+
+    #[test]
+    fn id_rules() {
+        assert!(is_valid_event_id(&"a".repeat(50)));
+        assert!(!is_valid_event_id(&"a".repeat(51)));
+        assert!(!is_valid_event_id(""));
+        assert!(!is_valid_event_id("evt/1"));
+        assert!(!is_valid_event_id("evt.1"));
+        assert!(!is_valid_event_id("evt_é"));
+        assert!(is_valid_event_id("evt_A-z_09"));
+    }
+
+    #[test]
+    fn type_rules() {
+        assert!(is_valid_event_type(&"a".repeat(100)));
+        assert!(!is_valid_event_type(&"a".repeat(101)));
+        assert!(!is_valid_event_type(""));
+        assert!(!is_valid_event_type("a\nb"));
+        assert!(!is_valid_event_type("é"));
+        assert!(is_valid_event_type("payment_intent.succeeded"));
+    }
+
+    #[test]
+    fn data_object_reads_the_nested_object() {
+        #[derive(Deserialize)]
+        struct Object {
+            amount: u64,
+        }
+        let event = parse(r#"{"id":"e","type":"t","data":{"object":{"amount":5}}}"#).unwrap();
+        assert_eq!(event.data_object::<Object>().unwrap().amount, 5);
+        let event = parse(r#"{"id":"e","type":"t"}"#).unwrap();
+        assert!(event.data_object::<Object>().is_err());
+    }
+}

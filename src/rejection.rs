@@ -1,0 +1,185 @@
+//! The answers the layer gives without calling the handler.
+
+use std::{fmt, time::Duration};
+
+use bytes::Bytes;
+use http::{HeaderValue, Response, StatusCode, header};
+use http_body_util::Full;
+
+use crate::{event::EventError, signature::SignatureError};
+
+/// Why the layer answered a delivery itself. Every kind has a status code and a short
+/// machine-readable code, sent as `{"error":"<code>"}`.
+///
+/// | kind | status | code |
+/// | --- | --- | --- |
+/// | [`PayloadTooLarge`](Self::PayloadTooLarge) | 413 | `payload_too_large` |
+/// | [`BodyUnreadable`](Self::BodyUnreadable) | 400 | `body_unreadable` |
+/// | [`MalformedSignature`](Self::MalformedSignature) | 400 | `malformed_signature` |
+/// | [`TimestampOutOfTolerance`](Self::TimestampOutOfTolerance) | 400 | `timestamp_out_of_tolerance` |
+/// | [`SignatureMismatch`](Self::SignatureMismatch) | 400 | `signature_mismatch` |
+/// | [`InvalidJson`](Self::InvalidJson) | 400 | `invalid_json` |
+/// | [`InvalidEvent`](Self::InvalidEvent) | 400 | `invalid_event` |
+/// | [`InvalidEventId`](Self::InvalidEventId) | 400 | `invalid_event_id` |
+/// | [`InvalidEventType`](Self::InvalidEventType) | 400 | `invalid_event_type` |
+/// | [`EventIdMismatch`](Self::EventIdMismatch) | 400 | `event_id_mismatch` |
+/// | [`InFlight`](Self::InFlight) | 409, `Retry-After` | `in_flight` |
+/// | [`StoreUnavailable`](Self::StoreUnavailable) | 503, `Retry-After` | `store_unavailable` |
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RejectionKind {
+    /// The body is larger than the configured limit.
+    PayloadTooLarge,
+    /// The body could not be read (the client went away, or the transport failed).
+    BodyUnreadable,
+    /// The `Sangho-Signature` header is missing or malformed.
+    MalformedSignature,
+    /// The signature's timestamp is outside the tolerance (a replay, or a skewed clock).
+    TimestampOutOfTolerance,
+    /// No signature matches any configured secret.
+    SignatureMismatch,
+    /// The verified body is not JSON.
+    InvalidJson,
+    /// The verified body has no string `id` or `type`.
+    InvalidEvent,
+    /// The event id is not 1 to 50 characters of `[A-Za-z0-9_-]`.
+    InvalidEventId,
+    /// The event type is not 1 to 100 printable ASCII characters.
+    InvalidEventType,
+    /// The `Sangho-Event-ID` header differs from the signed body's `id`.
+    EventIdMismatch,
+    /// Another delivery of the same event is being processed right now.
+    InFlight,
+    /// The idempotency store failed or timed out.
+    StoreUnavailable,
+}
+
+impl RejectionKind {
+    /// The status code the layer answers with.
+    pub fn status(self) -> StatusCode {
+        match self {
+            Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::InFlight => StatusCode::CONFLICT,
+            Self::StoreUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            _ => StatusCode::BAD_REQUEST,
+        }
+    }
+
+    /// The machine-readable code, as in the response body.
+    pub fn code(self) -> &'static str {
+        match self {
+            Self::PayloadTooLarge => "payload_too_large",
+            Self::BodyUnreadable => "body_unreadable",
+            Self::MalformedSignature => "malformed_signature",
+            Self::TimestampOutOfTolerance => "timestamp_out_of_tolerance",
+            Self::SignatureMismatch => "signature_mismatch",
+            Self::InvalidJson => "invalid_json",
+            Self::InvalidEvent => "invalid_event",
+            Self::InvalidEventId => "invalid_event_id",
+            Self::InvalidEventType => "invalid_event_type",
+            Self::EventIdMismatch => "event_id_mismatch",
+            Self::InFlight => "in_flight",
+            Self::StoreUnavailable => "store_unavailable",
+        }
+    }
+}
+
+impl fmt::Display for RejectionKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.code())
+    }
+}
+
+impl From<SignatureError> for RejectionKind {
+    fn from(error: SignatureError) -> Self {
+        match error {
+            SignatureError::Malformed => Self::MalformedSignature,
+            SignatureError::TimestampOutOfTolerance => Self::TimestampOutOfTolerance,
+            SignatureError::Mismatch => Self::SignatureMismatch,
+        }
+    }
+}
+
+impl From<EventError> for RejectionKind {
+    fn from(error: EventError) -> Self {
+        match error {
+            EventError::NotJson => Self::InvalidJson,
+            EventError::NotAnEvent => Self::InvalidEvent,
+            EventError::InvalidId => Self::InvalidEventId,
+            EventError::InvalidType => Self::InvalidEventType,
+        }
+    }
+}
+
+/// A delivery the layer answered itself. It is also put into the response's extensions, so
+/// that an outer layer (metrics, logging) can tell why.
+///
+/// ```
+/// use sangho_webhook::{Rejection, RejectionKind};
+///
+/// # fn check(response: http::Response<()>) {
+/// if let Some(rejection) = response.extensions().get::<Rejection>() {
+///     if rejection.kind() == RejectionKind::SignatureMismatch {
+///         // count forged or misconfigured deliveries
+///     }
+/// }
+/// # }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rejection {
+    kind: RejectionKind,
+}
+
+impl Rejection {
+    pub(crate) fn new(kind: RejectionKind) -> Self {
+        Self { kind }
+    }
+
+    /// Why the delivery was refused.
+    pub fn kind(&self) -> RejectionKind {
+        self.kind
+    }
+
+    /// The default response: the kind's status, `{"error":"<code>"}`, and `Retry-After` for the
+    /// two kinds the provider should retry (409, 503).
+    pub(crate) fn into_response(self, retry_after: Duration) -> Response<Full<Bytes>> {
+        let body = format!(r#"{{"error":"{}"}}"#, self.kind.code());
+        let mut response = Response::new(Full::new(Bytes::from(body)));
+        *response.status_mut() = self.kind.status();
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        if matches!(
+            self.kind,
+            RejectionKind::InFlight | RejectionKind::StoreUnavailable
+        ) {
+            headers.insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(retry_after.as_secs().max(1)),
+            );
+        }
+        response.extensions_mut().insert(self);
+        response
+    }
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "webhook rejected: {}", self.kind)
+    }
+}
+
+/// The acknowledgement of a delivery whose event was already processed:
+/// `200 {"received":true,"duplicate":true}`.
+pub(crate) fn duplicate_response() -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from_static(
+        br#"{"received":true,"duplicate":true}"#,
+    )));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}

@@ -1,0 +1,317 @@
+//! The `Sangho-Signature` header: secrets, parsing, verification and signing.
+//!
+//! The header reads `t=<unix seconds>,v1=<hex>[,v1=<hex>…]`. Each `v1` is the lowercase hex of
+//! `HMAC-SHA256(key = secret, message = "<t>.<raw body>")`, where `<t>` is the timestamp exactly
+//! as it appears in the header. Several `v1` entries appear while the provider rotates a secret;
+//! other schemes (`v0=…`) are ignored.
+//!
+//! ```
+//! use sangho_webhook::signature::{verify, Secret};
+//! use std::time::{Duration, UNIX_EPOCH};
+//!
+//! let secret = Secret::new("whsec_test_secret").unwrap();
+//! let body = br#"{"id":"evt_test_webhook","object":"event"}"#;
+//! let header = secret.sign(1_700_000_000, body);
+//! assert_eq!(
+//!     header,
+//!     "t=1700000000,v1=d95c6b7477fbd7e9f90b1b0ef5f9c7ac25abca5382460e0d988c2b2a5b71b990",
+//! );
+//!
+//! let now = UNIX_EPOCH + Duration::from_secs(1_700_000_100);
+//! assert!(verify(&header, body, &[secret], now, Duration::from_secs(300)).is_ok());
+//! ```
+
+use std::{
+    fmt,
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::Sha256;
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// The length of a `v1` signature: 32 bytes as lowercase hex.
+const V1_HEX_LEN: usize = 64;
+
+/// An endpoint secret, exactly as the provider shows it (the `whsec_` prefix included: the key
+/// is the secret's UTF-8 bytes).
+///
+/// Its `Debug` output is redacted, so it never reaches a log by accident. The HMAC key schedule
+/// is computed once, here, not per request.
+///
+/// ```
+/// use sangho_webhook::signature::Secret;
+///
+/// let secret = Secret::new("whsec_test_secret").unwrap();
+/// assert_eq!(format!("{secret:?}"), "Secret(<redacted>)");
+/// assert!(Secret::new("").is_err());
+/// ```
+#[derive(Clone)]
+pub struct Secret {
+    keyed: HmacSha256,
+}
+
+/// [`Secret::new`] was given an empty secret, which anybody could sign with.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("a webhook secret must not be empty")]
+pub struct EmptySecret;
+
+impl Secret {
+    /// A secret from its text (or bytes). Fails on an empty secret.
+    pub fn new(secret: impl AsRef<[u8]>) -> Result<Self, EmptySecret> {
+        let key = secret.as_ref();
+        if key.is_empty() {
+            return Err(EmptySecret);
+        }
+        let keyed = HmacSha256::new_from_slice(key).map_err(|_| EmptySecret)?;
+        Ok(Self { keyed })
+    }
+
+    /// The MAC of `"<timestamp>.<body>"`, ready to finalize or verify.
+    fn mac(&self, timestamp: &str, body: &[u8]) -> HmacSha256 {
+        let mut mac = self.keyed.clone();
+        mac.update(timestamp.as_bytes());
+        mac.update(b".");
+        mac.update(body);
+        mac
+    }
+
+    /// Signs `body` as the provider does, and answers the whole `Sangho-Signature` header value
+    /// (`t=<timestamp>,v1=<hex>`). For tests, fixtures and senders of your own.
+    ///
+    /// ```
+    /// use sangho_webhook::signature::Secret;
+    ///
+    /// let header = Secret::new("whsec_test_secret").unwrap().sign(1_700_000_000, b"");
+    /// assert_eq!(
+    ///     header,
+    ///     "t=1700000000,v1=316b9ab98c15bfa039d243f3196acee619cf29749a91a634e6a8154e2f7b6727",
+    /// );
+    /// ```
+    pub fn sign(&self, timestamp: i64, body: &[u8]) -> String {
+        let timestamp = timestamp.to_string();
+        let tag = self.mac(&timestamp, body).finalize().into_bytes();
+        format!("t={timestamp},v1={}", hex::encode(tag))
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+/// Why a signature was refused. The message never contains the expected signature.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SignatureError {
+    /// The header is missing, not text, or not of the form `t=…,v1=…` (no `t`, several `t`,
+    /// no `v1`, an entry without `=`).
+    #[error("the Sangho-Signature header is missing or malformed")]
+    Malformed,
+    /// The timestamp is further from now than the tolerance, in either direction.
+    #[error("the signature timestamp is outside the tolerance")]
+    TimestampOutOfTolerance,
+    /// No `v1` matches any configured secret.
+    #[error("no signature matches")]
+    Mismatch,
+}
+
+/// The parts of a well-formed header.
+#[derive(Debug)]
+struct ParsedHeader<'a> {
+    /// The timestamp as written, which is what was signed.
+    timestamp_text: &'a str,
+    timestamp: i64,
+    /// The `v1` values, unchecked: a malformed one simply never matches.
+    v1: Vec<&'a str>,
+}
+
+fn parse(header: &str) -> Result<ParsedHeader<'_>, SignatureError> {
+    let mut timestamp_text = None;
+    let mut v1 = Vec::with_capacity(2);
+    for item in header.split(',') {
+        let (scheme, value) = item
+            .trim()
+            .split_once('=')
+            .ok_or(SignatureError::Malformed)?;
+        match scheme {
+            "t" if timestamp_text.is_some() => return Err(SignatureError::Malformed),
+            "t" => timestamp_text = Some(value),
+            "v1" => v1.push(value),
+            _ => {}
+        }
+    }
+    let timestamp_text = timestamp_text.ok_or(SignatureError::Malformed)?;
+    if v1.is_empty()
+        || timestamp_text.is_empty()
+        || !timestamp_text.bytes().all(|b| b.is_ascii_digit())
+    {
+        return Err(SignatureError::Malformed);
+    }
+    let timestamp = timestamp_text
+        .parse()
+        .map_err(|_| SignatureError::Malformed)?;
+    Ok(ParsedHeader {
+        timestamp_text,
+        timestamp,
+        v1,
+    })
+}
+
+/// Decodes a `v1` value, which must be exactly 64 lowercase hex digits: anything else (empty,
+/// short, long, uppercase, not hex) never matches.
+fn decode_v1(value: &str) -> Option<[u8; 32]> {
+    let is_lower_hex = |b: u8| b.is_ascii_digit() || (b'a'..=b'f').contains(&b);
+    if value.len() != V1_HEX_LEN || !value.bytes().all(is_lower_hex) {
+        return None;
+    }
+    let mut tag = [0u8; 32];
+    hex::decode_to_slice(value, &mut tag).ok()?;
+    Some(tag)
+}
+
+fn unix_seconds(time: SystemTime) -> i64 {
+    match time.duration_since(UNIX_EPOCH) {
+        Ok(since) => i64::try_from(since.as_secs()).unwrap_or(i64::MAX),
+        Err(before) => -i64::try_from(before.duration().as_secs()).unwrap_or(i64::MAX),
+    }
+}
+
+/// Verifies a `Sangho-Signature` header value against the raw body.
+///
+/// In order: the header must parse; its timestamp must be within `tolerance` of `now` (both
+/// directions, bounds included); then some `v1` must equal the HMAC of `"<t>.<body>"` under some
+/// secret, compared in constant time (`hmac`'s `verify_slice`).
+///
+/// ```
+/// use sangho_webhook::signature::{verify, Secret, SignatureError};
+/// use std::time::{Duration, UNIX_EPOCH};
+///
+/// let old = Secret::new("whsec_old").unwrap();
+/// let new = Secret::new("whsec_new").unwrap();
+/// let header = new.sign(1_700_000_000, b"{}");
+/// let now = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+/// let tolerance = Duration::from_secs(300);
+///
+/// // During a rotation both secrets are configured, and either one verifies.
+/// assert!(verify(&header, b"{}", &[old.clone(), new], now, tolerance).is_ok());
+/// assert_eq!(verify(&header, b"{}", &[old], now, tolerance), Err(SignatureError::Mismatch));
+/// ```
+pub fn verify(
+    header: &str,
+    body: &[u8],
+    secrets: &[Secret],
+    now: SystemTime,
+    tolerance: Duration,
+) -> Result<(), SignatureError> {
+    let parsed = parse(header)?;
+    let age = unix_seconds(now).abs_diff(parsed.timestamp);
+    if age > tolerance.as_secs() {
+        return Err(SignatureError::TimestampOutOfTolerance);
+    }
+    let candidates: Vec<[u8; 32]> = parsed.v1.iter().filter_map(|v| decode_v1(v)).collect();
+    if candidates.is_empty() {
+        return Err(SignatureError::Mismatch);
+    }
+    for secret in secrets {
+        let mac = secret.mac(parsed.timestamp_text, body);
+        if candidates
+            .iter()
+            .any(|candidate| mac.clone().verify_slice(candidate).is_ok())
+        {
+            return Ok(());
+        }
+    }
+    Err(SignatureError::Mismatch)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(seconds: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(seconds)
+    }
+
+    const TOLERANCE: Duration = Duration::from_secs(300);
+
+    #[test]
+    fn parse_accepts_unknown_schemes_and_several_v1() {
+        let parsed = parse("t=12,v0=abc,v1=aa,v1=bb").unwrap();
+        assert_eq!(parsed.timestamp, 12);
+        assert_eq!(parsed.timestamp_text, "12");
+        assert_eq!(parsed.v1, vec!["aa", "bb"]);
+    }
+
+    #[test]
+    fn parse_refuses_malformed_headers() {
+        for header in [
+            "",
+            "v1=aa",
+            "t=1",
+            "t=1,t=2,v1=aa",
+            "t=,v1=aa",
+            "t=-1,v1=aa",
+            "t=1x,v1=aa",
+            "t=1,v1",
+            "garbage",
+            "t=99999999999999999999999,v1=aa",
+        ] {
+            assert_eq!(
+                parse(header).map(|_| ()),
+                Err(SignatureError::Malformed),
+                "{header}"
+            );
+        }
+    }
+
+    #[test]
+    fn decode_v1_takes_only_64_lowercase_hex_digits() {
+        let good = "d95c6b7477fbd7e9f90b1b0ef5f9c7ac25abca5382460e0d988c2b2a5b71b990";
+        assert!(decode_v1(good).is_some());
+        assert!(decode_v1("").is_none());
+        assert!(decode_v1(&good[..63]).is_none());
+        assert!(decode_v1(&format!("{good}0")).is_none());
+        assert!(decode_v1(&good.to_uppercase()).is_none());
+        assert!(decode_v1(&good.replace('d', "g")).is_none());
+    }
+
+    #[test]
+    fn timestamp_tolerance_includes_its_bounds_in_both_directions() {
+        let secret = Secret::new("whsec_x").unwrap();
+        let header = secret.sign(1_000_000, b"{}");
+        let secrets = [secret];
+        for now in [1_000_000 - 300, 1_000_000 + 300] {
+            assert_eq!(verify(&header, b"{}", &secrets, at(now), TOLERANCE), Ok(()));
+        }
+        for now in [1_000_000 - 301, 1_000_000 + 301] {
+            assert_eq!(
+                verify(&header, b"{}", &secrets, at(now), TOLERANCE),
+                Err(SignatureError::TimestampOutOfTolerance)
+            );
+        }
+    }
+
+    #[test]
+    fn a_tampered_body_does_not_verify() {
+        let secret = Secret::new("whsec_x").unwrap();
+        let header = secret.sign(1_000_000, b"{\"a\":1}");
+        assert_eq!(
+            verify(&header, b"{\"a\":2}", &[secret], at(1_000_000), TOLERANCE),
+            Err(SignatureError::Mismatch)
+        );
+    }
+
+    #[test]
+    fn an_empty_v1_never_verifies() {
+        let secret = Secret::new("whsec_x").unwrap();
+        for header in ["t=1000000,v1=", "t=1000000,v1=,v1=", "t=1000000,v1=00"] {
+            assert_eq!(
+                verify(header, b"", &[secret.clone()], at(1_000_000), TOLERANCE),
+                Err(SignatureError::Mismatch)
+            );
+        }
+    }
+}

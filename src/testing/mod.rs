@@ -1,0 +1,18 @@
+//! The test kit (feature `test-util`): fixtures, a signed-request builder, and the
+//! conformance suite every [`IdempotencyStore`](crate::store::IdempotencyStore) must pass.
+//!
+//! ```
+//! use sangho_webhook::{signature::Secret, testing::{Delivery, fixtures}};
+//!
+//! let secret = Secret::new(fixtures::SECRET).unwrap();
+//! let request = Delivery::event("evt_1", "payment_intent.succeeded")
+//!     .signed(&secret, fixtures::NOW)
+//!     .into_request();
+//! assert!(request.headers().contains_key("sangho-signature"));
+//! ```
+
+pub mod conformance;
+mod delivery;
+pub mod fixtures;
+
+pub use delivery::Delivery;
