@@ -17,7 +17,17 @@
 
 use std::{sync::Arc, time::Duration};
 
-use crate::store::{Claim, ClaimToken, IdempotencyStore};
+use bytes::Bytes;
+use http::{Request, StatusCode};
+use http_body_util::Full;
+use tower_service::Service;
+
+use crate::{
+    SanghoWebhook, SanghoWebhookLayer,
+    signature::Secret,
+    store::{Claim, ClaimToken, IdempotencyStore},
+    testing::{CountingHandler, Delivery, fixtures},
+};
 
 /// The short lease or retention of the expiry checks.
 pub const SHORT: Duration = Duration::from_secs(1);
@@ -196,6 +206,70 @@ pub async fn concurrent_claims_yield_exactly_one_acquired(store: Arc<dyn Idempot
     );
 }
 
+/// How many concurrent deliveries [`concurrent_deliveries_run_the_handler_once`] makes.
+pub const CONCURRENT_DELIVERIES: usize = 100;
+
+/// [`CONCURRENT_DELIVERIES`] concurrent deliveries of one event through the whole layer over
+/// this store: the handler runs exactly once; every other delivery is answered 200-duplicate or
+/// 409; and a redelivery afterwards is a duplicate.
+pub async fn concurrent_deliveries_run_the_handler_once(store: Arc<dyn IdempotencyStore>) {
+    let secret = Secret::new(fixtures::SECRET).expect("the fixture secret is not empty");
+    let handler = CountingHandler::new().with_delay(Duration::from_millis(50));
+    let layer = SanghoWebhookLayer::new(secret.clone(), store).with_clock(fixtures::fixed_clock);
+    let service = tower_layer::Layer::layer(&layer, handler.clone());
+    let id = unique_event_id("deliver");
+    let delivery = Delivery::event(&id, TYPE).signed(&secret, fixtures::NOW);
+
+    let barrier = Arc::new(tokio::sync::Barrier::new(CONCURRENT_DELIVERIES));
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..CONCURRENT_DELIVERIES {
+        let (mut service, request, barrier) = (
+            service.clone(),
+            delivery.clone().into_request(),
+            barrier.clone(),
+        );
+        tasks.spawn(async move {
+            barrier.wait().await;
+            deliver(&mut service, request).await
+        });
+    }
+    let mut statuses = Vec::with_capacity(CONCURRENT_DELIVERIES);
+    while let Some(joined) = tasks.join_next().await {
+        statuses.push(joined.expect("delivery task panicked"));
+    }
+    assert_eq!(handler.calls(), 1, "the handler must run exactly once");
+    assert!(
+        statuses
+            .iter()
+            .all(|status| matches!(*status, StatusCode::OK | StatusCode::CONFLICT)),
+        "every delivery is answered 200 or 409: {statuses:?}"
+    );
+
+    let again = deliver(&mut service.clone(), delivery.into_request()).await;
+    assert_eq!(again, StatusCode::OK);
+    assert_eq!(
+        handler.calls(),
+        1,
+        "a redelivery after completion is a duplicate"
+    );
+}
+
+/// Sends one request through `service` and answers the status.
+async fn deliver(
+    service: &mut SanghoWebhook<CountingHandler>,
+    request: Request<Full<Bytes>>,
+) -> StatusCode {
+    std::future::poll_fn(|cx| {
+        <SanghoWebhook<CountingHandler> as Service<Request<Full<Bytes>>>>::poll_ready(service, cx)
+    })
+    .await
+    .unwrap_or_else(|never| match never {});
+    match service.call(request).await {
+        Ok(response) => response.status(),
+        Err(never) => match never {},
+    }
+}
+
 /// Writes one `#[tokio::test]` per conformance check, each with a store from `$make_store` (an
 /// expression evaluating to a future of the store). Attributes before it go on every test.
 ///
@@ -223,7 +297,8 @@ macro_rules! idempotency_store_conformance {
             expired_lease_is_taken_over,
             completed_event_is_forgotten_after_retention,
             events_are_independent,
-            concurrent_claims_yield_exactly_one_acquired
+            concurrent_claims_yield_exactly_one_acquired,
+            concurrent_deliveries_run_the_handler_once
         );
     };
 }

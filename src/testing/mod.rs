@@ -14,5 +14,7 @@
 pub mod conformance;
 mod delivery;
 pub mod fixtures;
+mod handler;
 
 pub use delivery::Delivery;
+pub use handler::CountingHandler;
