@@ -1,0 +1,179 @@
+//! Step 7: a 2xx completes the claim; a non-2xx, an error, a panic or a dropped future
+//! releases it, so that the next delivery processes the event.
+
+mod common;
+
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use bytes::Bytes;
+use common::{BrokenStore, Failure, SpyStore, TYPE, layer, secret, send};
+use http::{Request, Response, StatusCode};
+use http_body_util::Full;
+use sangho_webhook::{
+    store::{Claim, IdempotencyStore, MokaStore},
+    testing::{CountingHandler, Delivery, fixtures},
+};
+use tower::{Layer, ServiceExt};
+
+fn delivery(id: &str) -> Delivery {
+    Delivery::event(id, TYPE).signed(&secret(), fixtures::NOW)
+}
+
+/// Waits (at most a second) for the store to have released a claim in a spawned task.
+async fn wait_for_release(store: &SpyStore) {
+    for _ in 0..100 {
+        if store.releases() > 0 {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the claim was not released");
+}
+
+#[tokio::test]
+async fn non_2xx_answer_releases_the_claim() {
+    let store = SpyStore::default();
+    let failing = CountingHandler::new().with_status(StatusCode::INTERNAL_SERVER_ERROR);
+    let service = layer(store.clone()).layer(failing.clone());
+    let answer = send(&service, delivery("evt_500").into_request()).await;
+    assert_eq!(answer.status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(store.releases(), 1);
+
+    let working = CountingHandler::new();
+    let service = layer(store.clone()).layer(working.clone());
+    assert_eq!(
+        send(&service, delivery("evt_500").into_request())
+            .await
+            .status,
+        StatusCode::OK
+    );
+    assert_eq!((failing.calls(), working.calls()), (1, 1));
+}
+
+#[tokio::test]
+async fn inner_error_releases_the_claim() {
+    let store = SpyStore::default();
+    let erring = tower::service_fn(|_: Request<Full<Bytes>>| async {
+        Err::<Response<Full<Bytes>>, _>(std::io::Error::other("handler failed"))
+    });
+    let service = layer(store.clone()).layer(erring);
+    let result = service.oneshot(delivery("evt_err").into_request()).await;
+    assert!(result.is_err(), "the inner error is passed through");
+    assert_eq!(store.releases(), 1);
+    assert!(matches!(store.peek("evt_err").await, Claim::Acquired(_)));
+}
+
+#[tokio::test]
+async fn panic_in_the_handler_releases_the_claim() {
+    let store = SpyStore::default();
+    let panicking = tower::service_fn(|_: Request<Full<Bytes>>| async {
+        if true {
+            panic!("handler panicked");
+        }
+        Ok::<Response<Full<Bytes>>, std::convert::Infallible>(Response::default())
+    });
+    let service = layer(store.clone()).layer(panicking);
+    let task = tokio::spawn(service.oneshot(delivery("evt_panic").into_request()));
+    assert!(task.await.unwrap_err().is_panic());
+    wait_for_release(&store).await;
+    assert!(matches!(store.peek("evt_panic").await, Claim::Acquired(_)));
+}
+
+#[tokio::test]
+async fn dropped_response_future_releases_the_claim() {
+    let store = SpyStore::default();
+    let started = Arc::new(AtomicUsize::new(0));
+    let slow = {
+        let started = started.clone();
+        tower::service_fn(move |_: Request<Full<Bytes>>| {
+            started.fetch_add(1, Ordering::SeqCst);
+            async {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                Ok::<_, std::convert::Infallible>(Response::new(Full::new(Bytes::new())))
+            }
+        })
+    };
+    let service = layer(store.clone()).layer(slow);
+    let abandoned = tokio::time::timeout(
+        Duration::from_millis(200),
+        service.oneshot(delivery("evt_gone").into_request()),
+    )
+    .await;
+    assert!(abandoned.is_err(), "the client went away before the answer");
+    assert_eq!(started.load(Ordering::SeqCst), 1);
+    wait_for_release(&store).await;
+
+    let handler = CountingHandler::new();
+    let service = layer(store.clone()).layer(handler.clone());
+    assert_eq!(
+        send(&service, delivery("evt_gone").into_request())
+            .await
+            .status,
+        StatusCode::OK
+    );
+    assert_eq!(handler.calls(), 1);
+}
+
+#[tokio::test]
+async fn failed_completion_still_returns_the_handler_response() {
+    let handler = CountingHandler::new();
+    let service = layer(BrokenStore::new(Failure::CompletionErrors)).layer(handler.clone());
+    let answer = send(&service, delivery("evt_nocomplete").into_request()).await;
+    assert_eq!(answer.status, StatusCode::OK);
+    assert_eq!(answer.json(), serde_json::json!({ "received": true }));
+    assert_eq!(handler.calls(), 1);
+}
+
+#[tokio::test]
+async fn claim_of_a_crashed_process_is_taken_over_after_its_lease() {
+    let store = MokaStore::new();
+    // A process claimed the event, then died before completing or releasing it.
+    let crashed = store
+        .claim("evt_crash", TYPE, Duration::from_millis(500))
+        .await
+        .unwrap();
+    assert!(matches!(crashed, Claim::Acquired(_)));
+
+    let handler = CountingHandler::new();
+    let service = layer(store).layer(handler.clone());
+    let early = send(&service, delivery("evt_crash").into_request()).await;
+    assert_eq!(early.status, StatusCode::CONFLICT);
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let later = send(&service, delivery("evt_crash").into_request()).await;
+    assert_eq!(later.status, StatusCode::OK);
+    assert_eq!(handler.calls(), 1);
+}
+
+#[tokio::test]
+async fn completed_claim_is_kept_for_the_retention() {
+    let store = SpyStore::default();
+    let handler = CountingHandler::new();
+    let service = layer(store.clone())
+        .with_retention(Duration::from_millis(300))
+        .layer(handler.clone());
+    assert_eq!(
+        send(&service, delivery("evt_keep").into_request())
+            .await
+            .status,
+        StatusCode::OK
+    );
+    assert_eq!(store.peek("evt_keep").await, Claim::Completed);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        send(&service, delivery("evt_keep").into_request())
+            .await
+            .status,
+        StatusCode::OK
+    );
+    assert_eq!(
+        handler.calls(),
+        2,
+        "forgotten after the retention, processed again"
+    );
+}
