@@ -127,7 +127,13 @@ where
 
     // 7. Record the outcome. Dropping this future before here releases the claim (the guard).
     let succeeded = matches!(&result, Ok(response) if response.status().is_success());
-    record_outcome(if succeeded { "processed" } else { "failed" });
+    if succeeded {
+        record_outcome("processed");
+        tracing::debug!("processed; completing the claim");
+    } else {
+        record_outcome("failed");
+        tracing::warn!("the handler failed; releasing the claim for the next delivery");
+    }
     if let Some(guard) = guard {
         if succeeded {
             guard.complete().await;

@@ -309,7 +309,13 @@ mod tests {
         let secret = Secret::new("whsec_x").unwrap();
         for header in ["t=1000000,v1=", "t=1000000,v1=,v1=", "t=1000000,v1=00"] {
             assert_eq!(
-                verify(header, b"", &[secret.clone()], at(1_000_000), TOLERANCE),
+                verify(
+                    header,
+                    b"",
+                    std::slice::from_ref(&secret),
+                    at(1_000_000),
+                    TOLERANCE
+                ),
                 Err(SignatureError::Mismatch)
             );
         }

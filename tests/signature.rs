@@ -28,7 +28,7 @@ fn known_answers_verify() {
             verify(
                 &header,
                 vector.body,
-                &[secret.clone()],
+                std::slice::from_ref(&secret),
                 now,
                 Duration::from_secs(300)
             ),
