@@ -80,3 +80,8 @@ pub use future::ResponseFuture;
 pub use layer::SanghoWebhookLayer;
 pub use rejection::{Rejection, RejectionKind};
 pub use service::{EVENT_ID_HEADER, SIGNATURE_HEADER, SanghoWebhook};
+
+/// The README's examples, compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
