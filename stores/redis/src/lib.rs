@@ -1,1 +1,85 @@
-//! stub
+//! A Redis [`IdempotencyStore`](sangho_webhook::store::IdempotencyStore) for the
+//! [`sangho-webhook`](sangho_webhook) tower layer: [`RedisStore`].
+//!
+//! Every replica of a server pointed at one Redis shares what it has processed, so an event
+//! delivered to several replicas at once runs its handler once, and a completed event is still
+//! recognised after a restart or a deploy.
+//!
+//! ```no_run
+//! use axum::{Router, routing::post};
+//! use sangho_webhook::{SanghoWebhookLayer, signature::Secret};
+//! use sangho_webhook_redis::RedisStore;
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let store = RedisStore::connect("redis://127.0.0.1:6379").await?;
+//! let secret = Secret::new(std::env::var("SANGHO_WEBHOOK_SECRET")?)?;
+//! let app: Router = Router::new()
+//!     .route("/webhooks/sangho", post(|| async { "ok" }))
+//!     .layer(SanghoWebhookLayer::new(secret, store));
+//! # let _ = app;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # How events are kept
+//!
+//! Each event is one Redis string, `<prefix><event id>` (the prefix defaults to
+//! `sangho:webhook:`):
+//!
+//! | state | value | expires after |
+//! | --- | --- | --- |
+//! | in flight | the owner's [`ClaimToken`](sangho_webhook::store::ClaimToken) (32 hex digits) | the lease |
+//! | completed | `completed` | the retention (72 h by default in the layer) |
+//!
+//! - **claim** is `SET <key> <token> NX PX <lease>`, run inside a small Lua script that, when
+//!   the key exists, reads it in the same round trip to tell a completed event from one in
+//!   flight. Redis runs a script atomically, so among any number of concurrent claims (from any
+//!   number of processes) exactly one acquires the event. An owner that crashed leaves a key
+//!   that expires with its lease, and the next delivery takes the event over.
+//! - **complete** is a script that compares the stored value with the owner's token and, only
+//!   if they are equal, replaces it with `SET <key> completed PX <retention>`.
+//! - **release** is a script that compares the token and, only if it is equal, `DEL`s the key.
+//!   A stale owner (its lease expired, the event was taken over or completed) changes nothing.
+//!
+//! Completed keys expire by themselves after the retention: there is no purge task to run.
+//! The scripts are sent with `EVALSHA` (loaded on first use, and again after a server restart).
+//!
+//! The event type is not stored: the key and its state are all the layer needs.
+//!
+//! ## Redis Cluster
+//!
+//! Each script reads and writes exactly one key, passed in `KEYS`, so every operation is
+//! routed to the one node that owns the event's slot: the store works on Redis Cluster. Build
+//! it with [`RedisStore::new`] over a cluster connection (enable the `cluster-async` feature of
+//! the re-exported [`redis`] crate), or over any other connection that implements
+//! [`redis::aio::ConnectionLike`] and `Clone`.
+//!
+//! ## Requirements
+//!
+//! Redis 2.6.12 or later (or a compatible server such as Valkey) with Lua scripting allowed.
+//! Run it with persistence (AOF or RDB) if completed events must survive a restart of Redis
+//! itself; without it, a Redis restart forgets every event, like an in-memory store.
+//!
+//! # When Redis is down
+//!
+//! [`RedisStore::connect`] sets a connection timeout and a response timeout (see
+//! [`RedisStore::manager_config`]), so an operation on a dead or unreachable server fails with
+//! [`StoreError::Backend`](sangho_webhook::store::StoreError::Backend) (the
+//! [`redis::RedisError`] kept as its source) in bounded time, never hangs; the layer then answers
+//! `503` with `Retry-After` and the provider redelivers later. The
+//! [`ConnectionManager`](redis::aio::ConnectionManager) reconnects in the background, and
+//! deliveries are processed again as soon as Redis is back, without restarting the server.
+//! The layer's own store timeout
+//! ([`with_store_timeout`](sangho_webhook::SanghoWebhookLayer::with_store_timeout)) bounds
+//! every operation in any case.
+
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod scripts;
+mod store;
+
+pub use redis;
+pub use store::RedisStore;
