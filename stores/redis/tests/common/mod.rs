@@ -197,6 +197,26 @@ impl RedisServer {
         redis::cmd("PING").exec(&mut connection)
     }
 
+    /// Freezes the server (SIGSTOP): connections stay open and the kernel still accepts new
+    /// ones, but nothing answers, as with a hung server or a silent network.
+    pub fn pause(&self) {
+        self.signal("-STOP");
+    }
+
+    /// Thaws a server frozen by [`pause`](Self::pause) (SIGCONT).
+    pub fn resume(&self) {
+        self.signal("-CONT");
+    }
+
+    fn signal(&self, signal: &str) {
+        let child = self.child.as_ref().expect("the server is running");
+        let status = Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success(), "kill {signal} failed");
+    }
+
     /// Kills the server (SIGKILL: an abrupt crash) and waits for it to be gone.
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {

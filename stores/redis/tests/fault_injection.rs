@@ -1,0 +1,236 @@
+//! Fault injection with a real server: the test starts its own `redis-server` (from
+//! `/usr/bin/redis-server`, or `SANGHO_TEST_REDIS_SERVER`) on a free port, serves deliveries
+//! through the layer over it, kills it, and starts it again on the same port.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::RedisServer;
+use http::{StatusCode, header::RETRY_AFTER};
+use sangho_webhook::{
+    SanghoWebhook, SanghoWebhookLayer,
+    signature::Secret,
+    testing::{CountingHandler, Delivery, conformance::unique_event_id, fixtures},
+};
+use sangho_webhook_redis::RedisStore;
+use tower::{Layer as _, ServiceExt as _};
+
+const TYPE: &str = "payment_intent.succeeded";
+/// The layer's store timeout in this test.
+const STORE_TIMEOUT: Duration = Duration::from_secs(1);
+/// How long a refused delivery may take: the store timeout, and some slack.
+const REFUSAL_BOUND: Duration = Duration::from_secs(3);
+
+fn secret() -> Secret {
+    Secret::new(fixtures::SECRET).expect("the fixture secret is not empty")
+}
+
+/// Delivers event `id` once; answers the status and how long it took.
+async fn deliver(
+    service: &SanghoWebhook<CountingHandler>,
+    id: &str,
+) -> (StatusCode, Option<String>, Duration) {
+    let request = Delivery::event(id, TYPE)
+        .signed(&secret(), fixtures::NOW)
+        .into_request();
+    let started = Instant::now();
+    let response = service
+        .clone()
+        .oneshot(request)
+        .await
+        .unwrap_or_else(|never| match never {});
+    let retry_after = response
+        .headers()
+        .get(RETRY_AFTER)
+        .map(|value| value.to_str().unwrap_or_default().to_owned());
+    (response.status(), retry_after, started.elapsed())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs a redis-server binary (/usr/bin/redis-server or SANGHO_TEST_REDIS_SERVER): run with --include-ignored"]
+async fn an_outage_costs_503s_and_no_lost_or_duplicated_event() {
+    let mut server = RedisServer::start().await;
+    let config = RedisStore::manager_config()
+        .set_response_timeout(Some(Duration::from_millis(500)))
+        .set_connection_timeout(Some(Duration::from_millis(500)));
+    let store = RedisStore::connect_with_config(server.url(), config)
+        .await
+        .expect("the test's redis-server answers");
+    let handler = CountingHandler::new();
+    let service = SanghoWebhookLayer::new(secret(), store)
+        .with_clock(fixtures::fixed_clock)
+        .with_store_timeout(STORE_TIMEOUT)
+        .layer(handler.clone());
+
+    // Redis up: events are processed once.
+    let before = unique_event_id("before");
+    assert_eq!(deliver(&service, &before).await.0, StatusCode::OK);
+    assert_eq!(deliver(&service, &before).await.0, StatusCode::OK);
+    assert_eq!(handler.calls(), 1);
+
+    // Redis down: every delivery is refused with 503 and Retry-After, in bounded time, and the
+    // handler is never called.
+    server.stop();
+    let during = unique_event_id("during");
+    for id in [&during, &during, &before, &during] {
+        let (status, retry_after, took) = deliver(&service, id).await;
+        assert_eq!(
+            status,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "{id} during the outage"
+        );
+        assert!(retry_after.is_some(), "a 503 carries Retry-After");
+        assert!(took < REFUSAL_BOUND, "a refusal took {took:?}");
+    }
+    assert_eq!(
+        handler.calls(),
+        1,
+        "the handler is not called while Redis is down"
+    );
+
+    // Redis back on the same port: the same app processes deliveries again once the connection
+    // manager has reconnected (the event refused during the outage included), exactly once.
+    server.restart().await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        let (status, _, _) = deliver(&service, &during).await;
+        if status != StatusCode::SERVICE_UNAVAILABLE {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "deliveries still refused 20 s after Redis came back"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "the refused event is processed on its next delivery"
+    );
+    assert_eq!(
+        handler.calls(),
+        2,
+        "the refused event runs its handler once"
+    );
+    assert_eq!(deliver(&service, &during).await.0, StatusCode::OK);
+    assert_eq!(handler.calls(), 2, "and its redelivery is a duplicate");
+
+    let after = unique_event_id("after");
+    assert_eq!(deliver(&service, &after).await.0, StatusCode::OK);
+    assert_eq!(handler.calls(), 3);
+}
+
+/// A server that is gone mid-handler: the handler's completion fails, and the event, left in
+/// flight only until its lease, is processed again by a later delivery: nothing is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs a redis-server binary (/usr/bin/redis-server or SANGHO_TEST_REDIS_SERVER): run with --include-ignored"]
+async fn a_store_that_dies_mid_handler_loses_nothing() {
+    let mut server = RedisServer::start().await;
+    let config = RedisStore::manager_config()
+        .set_response_timeout(Some(Duration::from_millis(500)))
+        .set_connection_timeout(Some(Duration::from_millis(500)));
+    let store = RedisStore::connect_with_config(server.url(), config)
+        .await
+        .expect("the test's redis-server answers");
+    let handler = CountingHandler::new().with_delay(Duration::from_millis(500));
+    let service = SanghoWebhookLayer::new(secret(), store)
+        .with_clock(fixtures::fixed_clock)
+        .with_store_timeout(STORE_TIMEOUT)
+        .layer(handler.clone());
+
+    let id = unique_event_id("midway");
+    let first = tokio::spawn({
+        let (service, id) = (service.clone(), id.clone());
+        async move { deliver(&service, &id).await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    server.stop(); // while the handler runs: its completion cannot be recorded
+    let (status, _, _) = first.await.expect("the delivery task");
+    assert_eq!(status, StatusCode::OK, "the handler's answer is returned");
+    assert_eq!(handler.calls(), 1);
+
+    // The server restarted without persistence: the claim is gone with it, and the next
+    // delivery processes the event (the documented worst case of a failed completion: the
+    // event may be processed again, never lost).
+    server.restart().await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, _, _) = deliver(&service, &id).await;
+        if status == StatusCode::OK {
+            break;
+        }
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(
+            Instant::now() < deadline,
+            "still refused 20 s after Redis came back"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(handler.calls(), 2);
+}
+
+/// A hung server (frozen with SIGSTOP: the TCP connection stays open, nothing answers): the
+/// response timeout turns every delivery into a 503 in bounded time instead of a hang, and
+/// once the server answers again deliveries are processed.
+///
+/// A claim that timed out on the client may still run when the server wakes up (it sat in the
+/// socket buffer): the event is then in flight with an owner that never comes, answered 409
+/// until the lease expires, and then taken over. Hence the short lease here.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs a redis-server binary (/usr/bin/redis-server or SANGHO_TEST_REDIS_SERVER): run with --include-ignored"]
+async fn a_hung_server_costs_503s_in_bounded_time() {
+    let server = RedisServer::start().await;
+    let config = RedisStore::manager_config()
+        .set_response_timeout(Some(Duration::from_millis(500)))
+        .set_connection_timeout(Some(Duration::from_millis(500)));
+    let store = RedisStore::connect_with_config(server.url(), config)
+        .await
+        .expect("the test's redis-server answers");
+    let handler = CountingHandler::new();
+    // A store timeout far above the response timeout: the store itself must give up.
+    let service = SanghoWebhookLayer::new(secret(), store)
+        .with_clock(fixtures::fixed_clock)
+        .with_store_timeout(Duration::from_secs(30))
+        .with_lease(Duration::from_secs(2))
+        .layer(handler.clone());
+
+    assert_eq!(
+        deliver(&service, &unique_event_id("before")).await.0,
+        StatusCode::OK
+    );
+
+    server.pause();
+    let during = unique_event_id("hung");
+    for _ in 0..3 {
+        let (status, _, took) = deliver(&service, &during).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(took < Duration::from_secs(5), "a refusal took {took:?}");
+    }
+    assert_eq!(handler.calls(), 1);
+
+    server.resume();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, _, _) = deliver(&service, &during).await;
+        if status == StatusCode::OK {
+            break;
+        }
+        assert!(
+            matches!(
+                status,
+                StatusCode::SERVICE_UNAVAILABLE | StatusCode::CONFLICT
+            ),
+            "{status}"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "still refused 20 s after Redis answered again"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(handler.calls(), 2);
+    assert_eq!(deliver(&service, &during).await.0, StatusCode::OK);
+    assert_eq!(handler.calls(), 2);
+}
