@@ -1,0 +1,59 @@
+use std::time::Duration;
+
+use sangho_webhook::store::StoreError;
+
+/// An error from setting up or maintaining a store: an invalid table name, or the database
+/// failing to connect, migrate or purge.
+///
+/// The store operations the layer calls (claim, complete, release) answer
+/// [`StoreError`] instead, as the [`IdempotencyStore`](sangho_webhook::store::IdempotencyStore)
+/// trait requires.
+///
+/// ```
+/// use sangho_webhook_sqlx::{Error, TableName};
+///
+/// let error = TableName::new("events; DROP TABLE users").unwrap_err();
+/// assert!(matches!(error, Error::InvalidTableName { .. }));
+/// ```
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The table name is not a plain SQL identifier (see [`TableName`](crate::TableName)).
+    #[error(
+        "invalid table name {name:?}: expected 1 to 46 ASCII letters, digits or underscores, not starting with a digit"
+    )]
+    InvalidTableName {
+        /// The rejected name.
+        name: String,
+    },
+    /// The database reported an error (kept as the source).
+    #[error("database error")]
+    Database(#[from] sqlx::Error),
+}
+
+/// Turns a database error from a store operation into the layer's [`StoreError`]: a pool that
+/// could not hand out a connection in time becomes [`StoreError::Timeout`], anything else
+/// [`StoreError::Backend`] with the `sqlx` error as its source.
+pub(crate) fn store_error(error: sqlx::Error, acquire_timeout: Duration) -> StoreError {
+    match error {
+        sqlx::Error::PoolTimedOut => StoreError::Timeout(acquire_timeout),
+        other => StoreError::backend(other),
+    }
+}
+
+/// The longest lease, retention or purge age the stores write: longer ones are shortened to
+/// this (about 1000 years), so that timestamp arithmetic never overflows.
+pub(crate) const MAX_SPAN: Duration = Duration::from_secs(1000 * 365 * 24 * 3600);
+
+/// `duration` in seconds, for PostgreSQL intervals.
+#[cfg(feature = "postgres")]
+pub(crate) fn seconds(duration: Duration) -> f64 {
+    duration.min(MAX_SPAN).as_secs_f64()
+}
+
+/// `duration` in whole milliseconds, for SQLite's millisecond timestamps.
+#[cfg(feature = "sqlite")]
+pub(crate) fn milliseconds(duration: Duration) -> i64 {
+    // MAX_SPAN in milliseconds fits an i64 by far.
+    i64::try_from(duration.min(MAX_SPAN).as_millis()).unwrap_or(i64::MAX)
+}

@@ -1,0 +1,341 @@
+//! [`PostgresStore`]: the idempotency store over PostgreSQL.
+
+use std::{sync::Arc, time::Duration};
+
+use async_trait::async_trait;
+use sangho_webhook::store::{Claim, ClaimToken, IdempotencyStore, StoreError};
+use sqlx::{
+    AssertSqlSafe, Executor, PgPool,
+    postgres::{PgConnectOptions, PgPoolOptions},
+};
+
+use crate::{
+    Error, TableName,
+    error::{seconds, store_error},
+    purge::Purge,
+};
+
+/// The schema, for the default table: `migrations/postgres.sql`.
+pub(crate) const SCHEMA: &str = include_str!("../migrations/postgres.sql");
+
+/// Claim in one statement. The CTE inserts the claim, or takes over a row whose lease (or
+/// retention) has expired; when it did neither, the outer `SELECT` tells completed from in
+/// flight. A row committed by a concurrent claim after this statement's snapshot is not seen by
+/// that `SELECT`: then no row comes back, which means in flight (the safe answer, a 409).
+const CLAIM: &str = "\
+WITH acquired AS (
+    INSERT INTO {table} AS e (event_id, event_type, processed_at, state, claim_token, expires_at)
+    VALUES ($1, $2, statement_timestamp(), 'in_flight', $3,
+            statement_timestamp() + $4 * INTERVAL '1 second')
+    ON CONFLICT (event_id) DO UPDATE
+        SET event_type = EXCLUDED.event_type,
+            processed_at = EXCLUDED.processed_at,
+            state = 'in_flight',
+            claim_token = EXCLUDED.claim_token,
+            expires_at = EXCLUDED.expires_at
+        WHERE e.expires_at <= statement_timestamp()
+    RETURNING 1
+)
+SELECT 'acquired' FROM acquired
+UNION ALL
+SELECT CASE
+           WHEN e.state = 'completed'
+                AND (e.expires_at IS NULL OR e.expires_at > statement_timestamp())
+           THEN 'completed'
+           ELSE 'in_flight'
+       END
+FROM {table} AS e
+WHERE e.event_id = $1 AND NOT EXISTS (SELECT 1 FROM acquired)";
+
+const COMPLETE: &str = "\
+UPDATE {table}
+SET state = 'completed',
+    processed_at = statement_timestamp(),
+    expires_at = statement_timestamp() + $3 * INTERVAL '1 second'
+WHERE event_id = $1 AND state = 'in_flight' AND claim_token = $2";
+
+const RELEASE: &str = "\
+DELETE FROM {table} WHERE event_id = $1 AND state = 'in_flight' AND claim_token = $2";
+
+/// The cut-off is cast to the column's type (`TIMESTAMP`), so that the `processed_at` index
+/// applies; abandoned claims come from the partial index on open claims.
+const PURGE: &str = "\
+DELETE FROM {table}
+WHERE (state = 'completed'
+       AND processed_at < CAST(statement_timestamp() - $1 * INTERVAL '1 second' AS TIMESTAMP))
+   OR (state = 'in_flight' AND expires_at <= statement_timestamp())";
+
+/// Serialises concurrent `migrate()` calls (several replicas starting at once): `CREATE TABLE
+/// IF NOT EXISTS` alone can fail when two sessions race.
+const MIGRATION_LOCK: &str = "SELECT pg_advisory_xact_lock(7310575268310339689)";
+
+#[derive(Debug)]
+struct Queries {
+    claim: Arc<str>,
+    complete: Arc<str>,
+    release: Arc<str>,
+    purge: Arc<str>,
+}
+
+impl Queries {
+    fn new(table: &TableName) -> Self {
+        Self {
+            claim: table.sql(CLAIM),
+            complete: table.sql(COMPLETE),
+            release: table.sql(RELEASE),
+            purge: table.sql(PURGE),
+        }
+    }
+}
+
+/// The idempotency store over PostgreSQL (feature `postgres`): durable, and shared by every
+/// replica that uses the same database.
+///
+/// Each operation is one statement, so one round trip:
+///
+/// - **claim**: `INSERT … ON CONFLICT (event_id) DO UPDATE … WHERE <the row's expiry has
+///   passed> RETURNING …`, wrapped in a CTE that tells a completed event from one in flight in
+///   the same statement. Atomic and race-free: among any number of concurrent claims of one
+///   event, exactly one is acquired.
+/// - **complete**: an `UPDATE` of the row, only if it is in flight and owned by the token.
+/// - **release**: a `DELETE` of the row, only if it is in flight and owned by the token.
+///
+/// Every timestamp is the database's `statement_timestamp()` (the time the statement
+/// started, the same for the whole statement, never the transaction's start), so the clocks of
+/// the replicas play no part.
+///
+/// The table (default `processed_webhook_events`, see [`TableName`]) keeps the seed's columns
+/// and adds `state`, `claim_token` and `expires_at`; create it with [`migrate`](Self::migrate)
+/// or with `migrations/postgres.sql`. Completed rows are kept until
+/// [`purge`](Self::purge) removes them (run it on an interval with
+/// [`spawn_purge`](Self::spawn_purge), or from cron).
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use sangho_webhook::{SanghoWebhookLayer, signature::Secret};
+/// use sangho_webhook_sqlx::PostgresStore;
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = PostgresStore::connect("postgres://postgres@127.0.0.1:5432/app").await?;
+/// store.migrate().await?;
+/// let purge = store.spawn_purge(Duration::from_secs(72 * 3600), Duration::from_secs(3600));
+/// let layer = SanghoWebhookLayer::new(Secret::new("whsec_…")?, store);
+/// // … serve with the layer; on shutdown:
+/// purge.stop().await;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct PostgresStore {
+    pool: PgPool,
+    table: TableName,
+    queries: Arc<Queries>,
+}
+
+impl PostgresStore {
+    /// How long [`connect`](Self::connect)'s pool waits for a connection before an operation
+    /// fails (with [`StoreError::Timeout`]): shorter than the layer's default store timeout.
+    pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
+
+    /// How many connections [`connect`](Self::connect)'s pool opens at most.
+    pub const MAX_CONNECTIONS: u32 = 16;
+
+    /// A store over `pool`, on the default table `processed_webhook_events`.
+    ///
+    /// Build the pool with this crate's re-exported [`sqlx`](crate::sqlx), and give it an
+    /// [`acquire_timeout`](sqlx::pool::PoolOptions::acquire_timeout) shorter than the layer's
+    /// store timeout, so that an unreachable database surfaces as a store error:
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    /// use sangho_webhook_sqlx::{PostgresStore, sqlx::postgres::PgPoolOptions};
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let pool = PgPoolOptions::new()
+    ///     .max_connections(32)
+    ///     .acquire_timeout(Duration::from_secs(2))
+    ///     .connect("postgres://postgres@127.0.0.1:5432/app")
+    ///     .await?;
+    /// let store = PostgresStore::new(pool).with_table_name("shop_webhook_events")?;
+    /// store.migrate().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn new(pool: PgPool) -> Self {
+        let table = TableName::default();
+        Self {
+            queries: Arc::new(Queries::new(&table)),
+            pool,
+            table,
+        }
+    }
+
+    /// Connects to `url` (`postgres://user:password@host:port/database`) with a pool of at most
+    /// [`MAX_CONNECTIONS`](Self::MAX_CONNECTIONS) connections and an acquire (and connect)
+    /// timeout of [`ACQUIRE_TIMEOUT`](Self::ACQUIRE_TIMEOUT), and opens one connection to check
+    /// the URL.
+    ///
+    /// TLS: enable one of sqlx's `tls-*` features in your own `sqlx` dependency (at this
+    /// crate's version) and add `sslmode=require` to the URL.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Database`] if the URL is invalid or the database cannot be reached.
+    pub async fn connect(url: &str) -> Result<Self, Error> {
+        let options: PgConnectOptions = url.parse()?;
+        let pool = PgPoolOptions::new()
+            .max_connections(Self::MAX_CONNECTIONS)
+            .acquire_timeout(Self::ACQUIRE_TIMEOUT)
+            .connect_with(options)
+            .await?;
+        Ok(Self::new(pool))
+    }
+
+    /// Uses the table `name` instead of `processed_webhook_events`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidTableName`] if `name` is not a plain identifier (see [`TableName`]).
+    pub fn with_table_name(self, name: impl Into<String>) -> Result<Self, Error> {
+        Ok(self.with_table(TableName::new(name)?))
+    }
+
+    /// Uses the (already checked) table `table`.
+    #[must_use]
+    pub fn with_table(self, table: TableName) -> Self {
+        Self {
+            queries: Arc::new(Queries::new(&table)),
+            table,
+            pool: self.pool,
+        }
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// The table.
+    pub fn table(&self) -> &TableName {
+        &self.table
+    }
+
+    /// The schema script for this store's table: `migrations/postgres.sql` with the table and
+    /// index names substituted. Run it with your own migration tool if you prefer.
+    pub fn schema(&self) -> String {
+        self.table.schema(SCHEMA)
+    }
+
+    /// Creates the table and its indexes if they are missing, and adds the store's columns to a
+    /// table created with the seed's schema. Safe to call on every start, from several replicas
+    /// at once (they take turns on an advisory lock).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Database`] if the database refuses (e.g. no `CREATE` privilege).
+    pub async fn migrate(&self) -> Result<(), Error> {
+        let mut transaction = self.pool.begin().await?;
+        transaction.execute(MIGRATION_LOCK).await?;
+        transaction
+            .execute(sqlx::raw_sql(AssertSqlSafe(self.schema())))
+            .await?;
+        transaction.commit().await?;
+        Ok(())
+    }
+
+    /// Deletes the completed events processed more than `retention` ago, and the claims whose
+    /// lease has expired (their owner is gone; the next delivery would take them over anyway).
+    /// Answers how many rows it deleted. Live claims and recent completions are kept.
+    ///
+    /// Pass at least the provider's redelivery window (48 hours); the layer's default retention
+    /// is 72 hours. The same, as plain SQL for cron (`psql -c`), for the default table:
+    ///
+    /// ```sql
+    /// DELETE FROM processed_webhook_events
+    /// WHERE (state = 'completed' AND processed_at < CAST(now() - INTERVAL '72 hours' AS TIMESTAMP))
+    ///    OR (state = 'in_flight' AND expires_at <= now());
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Database`] if the statement fails.
+    pub async fn purge(&self, retention: Duration) -> Result<u64, Error> {
+        let result = sqlx::query(AssertSqlSafe(self.queries.purge.clone()))
+            .bind(seconds(retention))
+            .execute(&self.pool)
+            .await?;
+        Ok(result.rows_affected())
+    }
+
+    /// Runs [`purge`](Self::purge)`(retention)` now and then every `period` on a background task
+    /// until the returned [`PurgeTask`](crate::PurgeTask) is stopped or dropped.
+    ///
+    /// # Panics
+    ///
+    /// If called outside a Tokio runtime.
+    pub fn spawn_purge(&self, retention: Duration, period: Duration) -> crate::PurgeTask {
+        crate::PurgeTask::spawn(self.clone(), retention, period)
+    }
+
+    fn error(&self, error: sqlx::Error) -> StoreError {
+        store_error(error, self.pool.options().get_acquire_timeout())
+    }
+}
+
+impl Purge for PostgresStore {
+    async fn purge(&self, retention: Duration) -> Result<u64, Error> {
+        PostgresStore::purge(self, retention).await
+    }
+}
+
+#[async_trait]
+impl IdempotencyStore for PostgresStore {
+    async fn claim(
+        &self,
+        event_id: &str,
+        event_type: &str,
+        lease: Duration,
+    ) -> Result<Claim, StoreError> {
+        let token = ClaimToken::generate();
+        let outcome: Option<(String,)> = sqlx::query_as(AssertSqlSafe(self.queries.claim.clone()))
+            .bind(event_id)
+            .bind(event_type)
+            .bind(token.as_str())
+            .bind(seconds(lease))
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|error| self.error(error))?;
+        match outcome.as_ref().map(|(outcome,)| outcome.as_str()) {
+            Some("acquired") => Ok(Claim::Acquired(token)),
+            Some("completed") => Ok(Claim::Completed),
+            Some("in_flight") | None => Ok(Claim::InFlight),
+            Some(other) => Err(StoreError::Protocol(format!(
+                "unexpected claim outcome {other:?}"
+            ))),
+        }
+    }
+
+    async fn complete(
+        &self,
+        event_id: &str,
+        token: &ClaimToken,
+        retention: Duration,
+    ) -> Result<bool, StoreError> {
+        let result = sqlx::query(AssertSqlSafe(self.queries.complete.clone()))
+            .bind(event_id)
+            .bind(token.as_str())
+            .bind(seconds(retention))
+            .execute(&self.pool)
+            .await
+            .map_err(|error| self.error(error))?;
+        Ok(result.rows_affected() == 1)
+    }
+
+    async fn release(&self, event_id: &str, token: &ClaimToken) -> Result<bool, StoreError> {
+        let result = sqlx::query(AssertSqlSafe(self.queries.release.clone()))
+            .bind(event_id)
+            .bind(token.as_str())
+            .execute(&self.pool)
+            .await
+            .map_err(|error| self.error(error))?;
+        Ok(result.rows_affected() == 1)
+    }
+}

@@ -1,0 +1,353 @@
+//! [`SqliteStore`]: the idempotency store over SQLite.
+
+use std::{str::FromStr, sync::Arc, time::Duration};
+
+use async_trait::async_trait;
+use sangho_webhook::store::{Claim, ClaimToken, IdempotencyStore, StoreError};
+use sqlx::{
+    AssertSqlSafe, Executor, SqlitePool,
+    sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions},
+};
+
+use crate::{
+    Error, TableName,
+    error::{milliseconds, store_error},
+    purge::Purge,
+};
+
+/// The schema, for the default table: `migrations/sqlite.sql`.
+pub(crate) const SCHEMA: &str = include_str!("../migrations/sqlite.sql");
+
+/// Claim in one statement. On a conflict the row is taken over if its expiry has passed and
+/// rewritten unchanged otherwise, so that `RETURNING` always reports the row as it now is: ours
+/// (acquired), completed, or someone else's claim (in flight). SQLite's `'now'` is the same for
+/// the whole statement: one clock reading.
+const CLAIM: &str = "\
+INSERT INTO {table} AS e (event_id, event_type, processed_at, state, claim_token, expires_at)
+VALUES (?1, ?2, strftime('%Y-%m-%d %H:%M:%f', 'now'), 'in_flight', ?3,
+        {now} + ?4)
+ON CONFLICT (event_id) DO UPDATE SET
+    event_type = CASE WHEN e.expires_at <= {now} THEN excluded.event_type ELSE e.event_type END,
+    processed_at = CASE WHEN e.expires_at <= {now} THEN excluded.processed_at ELSE e.processed_at END,
+    state = CASE WHEN e.expires_at <= {now} THEN 'in_flight' ELSE e.state END,
+    claim_token = CASE WHEN e.expires_at <= {now} THEN excluded.claim_token ELSE e.claim_token END,
+    expires_at = CASE WHEN e.expires_at <= {now} THEN excluded.expires_at ELSE e.expires_at END
+RETURNING state, claim_token";
+
+const COMPLETE: &str = "\
+UPDATE {table}
+SET state = 'completed',
+    processed_at = strftime('%Y-%m-%d %H:%M:%f', 'now'),
+    expires_at = {now} + ?3
+WHERE event_id = ?1 AND state = 'in_flight' AND claim_token = ?2";
+
+const RELEASE: &str = "\
+DELETE FROM {table} WHERE event_id = ?1 AND state = 'in_flight' AND claim_token = ?2";
+
+const PURGE: &str = "\
+DELETE FROM {table}
+WHERE (state = 'completed' AND processed_at < strftime('%Y-%m-%d %H:%M:%f', 'now', ?1))
+   OR (state = 'in_flight' AND expires_at <= {now})";
+
+/// SQLite's current time in Unix milliseconds.
+const NOW: &str = "CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)";
+
+#[derive(Debug)]
+struct Queries {
+    claim: Arc<str>,
+    complete: Arc<str>,
+    release: Arc<str>,
+    purge: Arc<str>,
+}
+
+impl Queries {
+    fn new(table: &TableName) -> Self {
+        let sql = |template: &str| table.sql(&template.replace("{now}", NOW));
+        Self {
+            claim: sql(CLAIM),
+            complete: sql(COMPLETE),
+            release: sql(RELEASE),
+            purge: sql(PURGE),
+        }
+    }
+}
+
+/// The idempotency store over SQLite (feature `sqlite`): durable and embedded, for one server
+/// (or several processes on one machine sharing the database file).
+///
+/// Each operation is one statement: **claim** is `INSERT … ON CONFLICT (event_id) DO UPDATE …
+/// RETURNING …` (the row is taken over only if its expiry has passed; `RETURNING` tells
+/// acquired, completed and in flight apart), **complete** an owner-checked `UPDATE`,
+/// **release** an owner-checked `DELETE`. SQLite runs one writer at a time, so a claim is
+/// atomic: among concurrent claims of one event exactly one is acquired. Timestamps come from
+/// SQLite's clock (`'now'`, fixed for the duration of a statement), i.e. this machine's.
+///
+/// Concurrency: the database should be in WAL mode (readers never wait for the writer) and
+/// every connection should have a busy timeout (a writer waits for the previous one instead of
+/// failing with `database is locked`). [`connect`](Self::connect) sets both;
+/// [`migrate`](Self::migrate) switches the file to WAL; a pool you build yourself needs a busy
+/// timeout (sqlx's default is 5 seconds).
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use sangho_webhook::{SanghoWebhookLayer, signature::Secret};
+/// use sangho_webhook_sqlx::SqliteStore;
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = SqliteStore::connect("sqlite://sangho-webhooks.db").await?;
+/// store.migrate().await?;
+/// let purge = store.spawn_purge(Duration::from_secs(72 * 3600), Duration::from_secs(3600));
+/// let layer = SanghoWebhookLayer::new(Secret::new("whsec_…")?, store);
+/// // … serve with the layer; on shutdown:
+/// purge.stop().await;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct SqliteStore {
+    pool: SqlitePool,
+    table: TableName,
+    queries: Arc<Queries>,
+}
+
+impl SqliteStore {
+    /// How long [`connect`](Self::connect)'s pool waits for a connection before an operation
+    /// fails (with [`StoreError::Timeout`]): shorter than the layer's default store timeout.
+    pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
+
+    /// How long [`connect`](Self::connect)'s connections wait for another writer.
+    pub const BUSY_TIMEOUT: Duration = Duration::from_secs(3);
+
+    /// How many connections [`connect`](Self::connect)'s pool opens at most.
+    pub const MAX_CONNECTIONS: u32 = 8;
+
+    /// A store over `pool`, on the default table `processed_webhook_events`.
+    ///
+    /// Build the pool with this crate's re-exported [`sqlx`](crate::sqlx); WAL mode and a busy
+    /// timeout are recommended (see the type's docs):
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use sangho_webhook_sqlx::{
+    ///     SqliteStore,
+    ///     sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions},
+    /// };
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let dir = tempfile::tempdir()?;
+    /// # let path = dir.path().join("webhooks.db");
+    /// let options = SqliteConnectOptions::new()
+    ///     .filename(path)
+    ///     .create_if_missing(true)
+    ///     .journal_mode(SqliteJournalMode::Wal)
+    ///     .busy_timeout(Duration::from_secs(3));
+    /// let pool = SqlitePoolOptions::new()
+    ///     .acquire_timeout(Duration::from_secs(3))
+    ///     .connect_with(options)
+    ///     .await?;
+    /// let store = SqliteStore::new(pool).with_table_name("shop_webhook_events")?;
+    /// store.migrate().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn new(pool: SqlitePool) -> Self {
+        let table = TableName::default();
+        Self {
+            queries: Arc::new(Queries::new(&table)),
+            pool,
+            table,
+        }
+    }
+
+    /// Opens the database at `url` (`sqlite://path/to/file.db`, `sqlite:file.db?mode=rwc`;
+    /// `sqlite::memory:` for tests), creating the file if it is missing, in WAL mode, with a
+    /// busy timeout of [`BUSY_TIMEOUT`](Self::BUSY_TIMEOUT), a pool of at most
+    /// [`MAX_CONNECTIONS`](Self::MAX_CONNECTIONS) connections and an acquire timeout of
+    /// [`ACQUIRE_TIMEOUT`](Self::ACQUIRE_TIMEOUT).
+    ///
+    /// ```
+    /// use sangho_webhook::store::{Claim, IdempotencyStore};
+    /// use sangho_webhook_sqlx::SqliteStore;
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let dir = tempfile::tempdir()?;
+    /// # let url = format!("sqlite://{}", dir.path().join("webhooks.db").display());
+    /// let store = SqliteStore::connect(&url).await?;
+    /// store.migrate().await?;
+    /// let claim = store.claim("evt_1", "charge.succeeded", Duration::from_secs(30)).await?;
+    /// assert!(matches!(claim, Claim::Acquired(_)));
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Database`] if the URL is invalid or the file cannot be opened.
+    pub async fn connect(url: &str) -> Result<Self, Error> {
+        let options = SqliteConnectOptions::from_str(url)?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .busy_timeout(Self::BUSY_TIMEOUT);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(Self::MAX_CONNECTIONS)
+            .acquire_timeout(Self::ACQUIRE_TIMEOUT)
+            .connect_with(options)
+            .await?;
+        Ok(Self::new(pool))
+    }
+
+    /// Uses the table `name` instead of `processed_webhook_events`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidTableName`] if `name` is not a plain identifier (see [`TableName`]).
+    pub fn with_table_name(self, name: impl Into<String>) -> Result<Self, Error> {
+        Ok(self.with_table(TableName::new(name)?))
+    }
+
+    /// Uses the (already checked) table `table`.
+    #[must_use]
+    pub fn with_table(self, table: TableName) -> Self {
+        Self {
+            queries: Arc::new(Queries::new(&table)),
+            table,
+            pool: self.pool,
+        }
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
+    /// The table.
+    pub fn table(&self) -> &TableName {
+        &self.table
+    }
+
+    /// The schema script for this store's table: `migrations/sqlite.sql` with the table and
+    /// index names substituted. Run it with your own migration tool if you prefer.
+    pub fn schema(&self) -> String {
+        self.table.schema(SCHEMA)
+    }
+
+    /// Switches the database file to WAL mode (when it is a file), then creates the table and
+    /// its indexes if they are missing. Safe to call on every start.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Database`] if the database refuses (e.g. a read-only file).
+    pub async fn migrate(&self) -> Result<(), Error> {
+        // Persistent in the file; a no-op when it is WAL already, "memory" for `:memory:`.
+        // It needs a moment without other writers: when that fails the schema is still
+        // created, and the connections' busy timeout keeps the rollback journal usable.
+        if let Err(error) = self.pool.execute("PRAGMA journal_mode = WAL").await {
+            tracing::warn!(%error, "could not switch the SQLite database to WAL mode");
+        }
+        self.pool
+            .execute(sqlx::raw_sql(AssertSqlSafe(self.schema())))
+            .await?;
+        Ok(())
+    }
+
+    /// Deletes the completed events processed more than `retention` ago, and the claims whose
+    /// lease has expired (their owner is gone; the next delivery would take them over anyway).
+    /// Answers how many rows it deleted. Live claims and recent completions are kept.
+    ///
+    /// Pass at least the provider's redelivery window (48 hours); the layer's default retention
+    /// is 72 hours. The same, as plain SQL for cron (`sqlite3 FILE "…"`), for the default table:
+    ///
+    /// ```sql
+    /// DELETE FROM processed_webhook_events
+    /// WHERE (state = 'completed' AND processed_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-72 hours'))
+    ///    OR (state = 'in_flight' AND expires_at <= CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER));
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Database`] if the statement fails.
+    pub async fn purge(&self, retention: Duration) -> Result<u64, Error> {
+        let millis = milliseconds(retention);
+        let age = format!("-{}.{:03} seconds", millis / 1000, millis % 1000);
+        let result = sqlx::query(AssertSqlSafe(self.queries.purge.clone()))
+            .bind(age)
+            .execute(&self.pool)
+            .await?;
+        Ok(result.rows_affected())
+    }
+
+    /// Runs [`purge`](Self::purge)`(retention)` now and then every `period` on a background task
+    /// until the returned [`PurgeTask`](crate::PurgeTask) is stopped or dropped.
+    ///
+    /// # Panics
+    ///
+    /// If called outside a Tokio runtime.
+    pub fn spawn_purge(&self, retention: Duration, period: Duration) -> crate::PurgeTask {
+        crate::PurgeTask::spawn(self.clone(), retention, period)
+    }
+
+    fn error(&self, error: sqlx::Error) -> StoreError {
+        store_error(error, self.pool.options().get_acquire_timeout())
+    }
+}
+
+impl Purge for SqliteStore {
+    async fn purge(&self, retention: Duration) -> Result<u64, Error> {
+        SqliteStore::purge(self, retention).await
+    }
+}
+
+#[async_trait]
+impl IdempotencyStore for SqliteStore {
+    async fn claim(
+        &self,
+        event_id: &str,
+        event_type: &str,
+        lease: Duration,
+    ) -> Result<Claim, StoreError> {
+        let token = ClaimToken::generate();
+        let (state, owner): (String, Option<String>) =
+            sqlx::query_as(AssertSqlSafe(self.queries.claim.clone()))
+                .bind(event_id)
+                .bind(event_type)
+                .bind(token.as_str())
+                .bind(milliseconds(lease))
+                .fetch_one(&self.pool)
+                .await
+                .map_err(|error| self.error(error))?;
+        match state.as_str() {
+            "in_flight" if owner.as_deref() == Some(token.as_str()) => Ok(Claim::Acquired(token)),
+            "in_flight" => Ok(Claim::InFlight),
+            "completed" => Ok(Claim::Completed),
+            other => Err(StoreError::Protocol(format!(
+                "unexpected state {other:?} in the table"
+            ))),
+        }
+    }
+
+    async fn complete(
+        &self,
+        event_id: &str,
+        token: &ClaimToken,
+        retention: Duration,
+    ) -> Result<bool, StoreError> {
+        let result = sqlx::query(AssertSqlSafe(self.queries.complete.clone()))
+            .bind(event_id)
+            .bind(token.as_str())
+            .bind(milliseconds(retention))
+            .execute(&self.pool)
+            .await
+            .map_err(|error| self.error(error))?;
+        Ok(result.rows_affected() == 1)
+    }
+
+    async fn release(&self, event_id: &str, token: &ClaimToken) -> Result<bool, StoreError> {
+        let result = sqlx::query(AssertSqlSafe(self.queries.release.clone()))
+            .bind(event_id)
+            .bind(token.as_str())
+            .execute(&self.pool)
+            .await
+            .map_err(|error| self.error(error))?;
+        Ok(result.rows_affected() == 1)
+    }
+}

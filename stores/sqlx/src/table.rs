@@ -1,0 +1,155 @@
+use std::{fmt, sync::Arc};
+
+use crate::Error;
+
+/// The name of the table a store uses: a plain SQL identifier, checked once when it is set.
+///
+/// 1 to 46 characters of ASCII letters, digits and `_`, not starting with a digit, so that it
+/// can be written into SQL unquoted and the index names derived from it (at most 63 characters)
+/// stay within PostgreSQL's limit. Like every unquoted identifier it is case-insensitive
+/// (PostgreSQL folds it to lower case). To put the table in another schema, set the
+/// connection's `search_path`.
+///
+/// ```
+/// use sangho_webhook_sqlx::TableName;
+///
+/// assert_eq!(TableName::default().as_str(), "processed_webhook_events");
+/// assert!(TableName::new("shop_webhook_events").is_ok());
+/// assert!(TableName::new("1events").is_err());
+/// assert!(TableName::new("events\"; DROP TABLE users; --").is_err());
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct TableName(Arc<str>);
+
+impl TableName {
+    /// The seed's table name, the default: `processed_webhook_events`.
+    pub const DEFAULT: &'static str = "processed_webhook_events";
+
+    /// The longest accepted name.
+    pub const MAX_LEN: usize = 46;
+
+    /// Checks `name` and keeps it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidTableName`] if it is not a plain identifier as described above.
+    pub fn new(name: impl Into<String>) -> Result<Self, Error> {
+        let name = name.into();
+        let mut chars = name.chars();
+        let valid_start = chars
+            .next()
+            .is_some_and(|first| first.is_ascii_alphabetic() || first == '_');
+        let valid_rest = chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if valid_start && valid_rest && name.len() <= Self::MAX_LEN {
+            Ok(Self(name.into()))
+        } else {
+            Err(Error::InvalidTableName { name })
+        }
+    }
+
+    /// The name, as written into SQL.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The names of the two indexes: the seed's `idx_webhook_processed_at` (and
+    /// `idx_webhook_open_claims`) for the default table, `<table>_processed_at_idx` (and
+    /// `<table>_open_claims_idx`) for any other.
+    pub(crate) fn index_names(&self) -> (String, String) {
+        if &*self.0 == Self::DEFAULT {
+            (
+                "idx_webhook_processed_at".to_owned(),
+                "idx_webhook_open_claims".to_owned(),
+            )
+        } else {
+            (
+                format!("{}_processed_at_idx", self.0),
+                format!("{}_open_claims_idx", self.0),
+            )
+        }
+    }
+
+    /// The migration `script` (written for the default table) for this table.
+    pub(crate) fn schema(&self, script: &str) -> String {
+        let (processed_at, open_claims) = self.index_names();
+        script
+            .replace("idx_webhook_processed_at", &processed_at)
+            .replace("idx_webhook_open_claims", &open_claims)
+            .replace(Self::DEFAULT, self.as_str())
+    }
+
+    /// `template` with every `{table}` replaced by this name.
+    pub(crate) fn sql(&self, template: &str) -> Arc<str> {
+        template.replace("{table}", self.as_str()).into()
+    }
+}
+
+impl Default for TableName {
+    fn default() -> Self {
+        Self(Self::DEFAULT.into())
+    }
+}
+
+impl fmt::Debug for TableName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl fmt::Display for TableName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl TryFrom<&str> for TableName {
+    type Error = Error;
+
+    fn try_from(name: &str) -> Result<Self, Error> {
+        Self::new(name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_identifiers_are_accepted() {
+        for name in ["events", "_events", "Events_2026", &"e".repeat(46)] {
+            assert_eq!(TableName::new(name).unwrap().as_str(), name);
+        }
+    }
+
+    #[test]
+    fn anything_else_is_rejected() {
+        for name in [
+            "",
+            "2events",
+            "events-2026",
+            "public.events",
+            "\"events\"",
+            "events; DROP TABLE users",
+            "événements",
+            &"e".repeat(47),
+        ] {
+            assert!(
+                matches!(TableName::new(name), Err(Error::InvalidTableName { .. })),
+                "{name:?} must be rejected"
+            );
+        }
+    }
+
+    #[test]
+    fn the_default_table_keeps_the_seed_index_name() {
+        let schema = TableName::default().schema(include_str!("../migrations/postgres.sql"));
+        assert!(schema.contains("idx_webhook_processed_at"));
+        let custom = TableName::new("shop_events").unwrap();
+        let schema = custom.schema(include_str!("../migrations/postgres.sql"));
+        assert!(schema.contains("CREATE TABLE IF NOT EXISTS shop_events ("));
+        assert!(schema.contains("shop_events_processed_at_idx"));
+        assert!(schema.contains("shop_events_open_claims_idx"));
+        assert!(!schema.contains("processed_webhook_events"));
+        assert!(!schema.contains("idx_webhook"));
+    }
+}

@@ -1,0 +1,193 @@
+//! Shared pieces of the store tests: database URLs, a unique table per test, stores that drop
+//! their table (or delete their file) when the test ends, and a way to send one delivery.
+
+#![allow(dead_code)]
+
+use std::{ops::Deref, time::Duration};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use http::{Request, StatusCode};
+use http_body_util::Full;
+use sangho_webhook::{
+    SanghoWebhookLayer,
+    signature::Secret,
+    store::{Claim, ClaimToken, IdempotencyStore, StoreError},
+    testing::fixtures,
+};
+use sangho_webhook_sqlx::{
+    PostgresStore, SqliteStore,
+    sqlx::{
+        self, AssertSqlSafe, Connection,
+        postgres::{PgConnection, PgPoolOptions},
+        sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions},
+    },
+};
+use tower::ServiceExt;
+
+pub const TYPE: &str = "payment_intent.succeeded";
+pub const LONG: Duration = Duration::from_secs(3600);
+
+/// The PostgreSQL server of the tests: `SANGHO_TEST_POSTGRES_URL`, or the local default.
+pub fn postgres_url() -> String {
+    std::env::var("SANGHO_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
+}
+
+/// A table name no other test or run uses: `sangho_t_<label>_<random>`.
+pub fn unique_table(label: &str) -> String {
+    let random = ClaimToken::generate();
+    format!("sangho_t_{label}_{}", &random.as_str()[..16])
+}
+
+/// A store that owns a test table or file, and drops it with the last clone.
+#[derive(Debug)]
+pub struct TestStore<S> {
+    pub store: S,
+    cleanup: Cleanup,
+}
+
+#[derive(Debug)]
+enum Cleanup {
+    /// Drop this PostgreSQL table.
+    Table(String),
+    /// Delete this directory (the SQLite files).
+    Dir(tempfile::TempDir),
+}
+
+impl<S> Deref for TestStore<S> {
+    type Target = S;
+    fn deref(&self) -> &S {
+        &self.store
+    }
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        if let Cleanup::Table(table) = self {
+            drop_table(table.clone());
+        }
+    }
+}
+
+/// Drops `table` from a fresh connection on a thread of its own (this runs in `Drop`, maybe
+/// inside a runtime, maybe while a test panics).
+pub fn drop_table(table: String) {
+    let dropped = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime for the cleanup");
+        runtime.block_on(async move {
+            let mut connection = PgConnection::connect(&postgres_url()).await?;
+            sqlx::raw_sql(AssertSqlSafe(format!("DROP TABLE IF EXISTS {table}")))
+                .execute(&mut connection)
+                .await?;
+            connection.close().await
+        })
+    })
+    .join();
+    if !matches!(dropped, Ok(Ok(()))) {
+        eprintln!("could not drop a test table: {dropped:?}");
+    }
+}
+
+#[async_trait]
+impl<S: IdempotencyStore> IdempotencyStore for TestStore<S> {
+    async fn claim(&self, id: &str, kind: &str, lease: Duration) -> Result<Claim, StoreError> {
+        self.store.claim(id, kind, lease).await
+    }
+    async fn complete(
+        &self,
+        id: &str,
+        token: &ClaimToken,
+        retention: Duration,
+    ) -> Result<bool, StoreError> {
+        self.store.complete(id, token, retention).await
+    }
+    async fn release(&self, id: &str, token: &ClaimToken) -> Result<bool, StoreError> {
+        self.store.release(id, token).await
+    }
+}
+
+/// A migrated PostgreSQL store on a fresh table, over a pool of `connections`.
+pub async fn postgres_store(label: &str, connections: u32) -> TestStore<PostgresStore> {
+    let table = unique_table(label);
+    let store = postgres_store_on(&table, connections).await;
+    store.migrate().await.expect("migrate");
+    TestStore {
+        store,
+        cleanup: Cleanup::Table(table),
+    }
+}
+
+/// A PostgreSQL store on `table` (not migrated), over a new pool of `connections`.
+pub async fn postgres_store_on(table: &str, connections: u32) -> PostgresStore {
+    let pool = PgPoolOptions::new()
+        .max_connections(connections)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect(&postgres_url())
+        .await
+        .expect("PostgreSQL is reachable (set SANGHO_TEST_POSTGRES_URL)");
+    PostgresStore::new(pool)
+        .with_table_name(table)
+        .expect("a valid table name")
+}
+
+/// A migrated SQLite store in a fresh temporary file, over a pool of `connections`.
+pub async fn sqlite_store(connections: u32) -> TestStore<SqliteStore> {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let store = sqlite_store_at(&dir.path().join("webhooks.db"), connections).await;
+    store.migrate().await.expect("migrate");
+    TestStore {
+        store,
+        cleanup: Cleanup::Dir(dir),
+    }
+}
+
+/// A SQLite store on the file at `path` (not migrated), as `SqliteStore::connect` configures
+/// it, over a new pool of `connections`.
+pub async fn sqlite_store_at(path: &std::path::Path, connections: u32) -> SqliteStore {
+    let options = SqliteConnectOptions::new()
+        .filename(path)
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .busy_timeout(SqliteStore::BUSY_TIMEOUT);
+    let pool = SqlitePoolOptions::new()
+        .max_connections(connections)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect_with(options)
+        .await
+        .expect("open the SQLite file");
+    SqliteStore::new(pool)
+}
+
+pub fn secret() -> Secret {
+    Secret::new(fixtures::SECRET).expect("the fixture secret")
+}
+
+/// A layer with the fixture secret at the fixtures' fixed time.
+pub fn layer(store: impl IdempotencyStore) -> SanghoWebhookLayer {
+    SanghoWebhookLayer::new(secret(), store).with_clock(fixtures::fixed_clock)
+}
+
+/// Sends one request through `service` with `oneshot`; answers the status.
+pub async fn send<S, B>(service: S, request: Request<Full<Bytes>>) -> StatusCode
+where
+    S: tower::Service<Request<Full<Bytes>>, Response = http::Response<B>>,
+    S::Error: std::fmt::Debug,
+{
+    service
+        .oneshot(request)
+        .await
+        .expect("the layer answers")
+        .status()
+}
+
+/// Claims `id` and expects to acquire it.
+pub async fn acquire(store: &dyn IdempotencyStore, id: &str, lease: Duration) -> ClaimToken {
+    match store.claim(id, TYPE, lease).await {
+        Ok(Claim::Acquired(token)) => token,
+        other => panic!("claiming {id} should acquire it, got {other:?}"),
+    }
+}
