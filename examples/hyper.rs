@@ -1,0 +1,234 @@
+//! Receiving Sangho webhooks with hyper 1 and hyper-util, without a framework.
+//!
+//! The layer wraps a plain tower service (the handler); a small router in front of it sends
+//! `POST /webhooks/sangho` through the layer and answers everything else itself. Connections
+//! are served with hyper's HTTP/1 connection builder and shut down gracefully on Ctrl-C.
+//!
+//! ```text
+//! SANGHO_WEBHOOK_SECRET=whsec_... cargo run --example hyper
+//! ```
+//!
+//! Environment:
+//!
+//! - `SANGHO_WEBHOOK_SECRET`: the endpoint secret. Unset: the development secret
+//!   `whsec_development_only`, with a warning.
+//! - `SANGHO_WEBHOOK_ADDR`: the address to listen on, `127.0.0.1:3000` by default.
+//! - `SANGHO_STORE_URL`: the idempotency store; this example knows `memory:` (the default).
+//!   The axum example (`cargo run --example axum`) shows the SQL and Redis stores.
+
+use std::{convert::Infallible, future::Future, net::SocketAddr, time::Duration};
+
+use bytes::Bytes;
+use http::{Method, Request, Response, StatusCode, header};
+use http_body_util::{BodyExt, Full, combinators::BoxBody};
+use hyper::{body::Incoming, server::conn::http1, service::service_fn};
+use hyper_util::rt::TokioIo;
+use sangho_webhook::{SanghoEvent, SanghoWebhookLayer, signature::Secret, store::MokaStore};
+use tokio::{net::TcpListener, sync::watch, task::JoinSet};
+use tower::{Layer, Service, ServiceExt, service_fn as tower_service_fn};
+
+/// The path the provider posts to.
+pub const WEBHOOK_PATH: &str = "/webhooks/sangho";
+
+/// The secret used when `SANGHO_WEBHOOK_SECRET` is unset. Never use it in production.
+pub const DEVELOPMENT_SECRET: &str = "whsec_development_only";
+
+/// How long in-flight requests get to finish after Ctrl-C.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The response body of every route.
+pub type Body = BoxBody<Bytes, Infallible>;
+
+/// The handler: the layer calls it once per event, with the verified [`SanghoEvent`] in the
+/// request extensions and the raw body still in the request.
+pub async fn handle(request: Request<Full<Bytes>>) -> Result<Response<Full<Bytes>>, Infallible> {
+    let Some(event) = request.extensions().get::<SanghoEvent>() else {
+        // Only reachable if the handler is mounted without the layer.
+        return Ok(json(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            r#"{"error":"no_event"}"#,
+        ));
+    };
+    tracing::info!(
+        id = event.id(),
+        kind = event.event_type(),
+        bytes = event.raw().len(),
+        "received a Sangho event"
+    );
+    Ok(json(StatusCode::OK, r#"{"received":true}"#))
+}
+
+fn json(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from_static(body.as_bytes())));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// The whole application as one service: `POST /webhooks/sangho` goes through `layer` to
+/// `handler`; other paths get 404, other methods on the webhook path 405.
+pub fn app<H>(
+    layer: SanghoWebhookLayer,
+    handler: H,
+) -> impl Service<
+    Request<Incoming>,
+    Response = Response<Body>,
+    Error = Infallible,
+    Future = impl Future<Output = Result<Response<Body>, Infallible>> + Send,
+> + Clone
++ Send
++ 'static
+where
+    H: Service<Request<Full<Bytes>>, Response = Response<Full<Bytes>>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    H::Future: Send,
+{
+    let webhook = layer.layer(handler);
+    tower_service_fn(move |request: Request<Incoming>| {
+        let webhook = webhook.clone();
+        async move {
+            let response = match (request.method(), request.uri().path()) {
+                (&Method::POST, WEBHOOK_PATH) => webhook.oneshot(request).await?.map(|b| b.boxed()),
+                (_, WEBHOOK_PATH) => {
+                    let mut response = json(
+                        StatusCode::METHOD_NOT_ALLOWED,
+                        r#"{"error":"method_not_allowed"}"#,
+                    );
+                    response
+                        .headers_mut()
+                        .insert(header::ALLOW, header::HeaderValue::from_static("POST"));
+                    response.map(|b| b.boxed())
+                }
+                _ => json(StatusCode::NOT_FOUND, r#"{"error":"not_found"}"#).map(|b| b.boxed()),
+            };
+            Ok(response)
+        }
+    })
+}
+
+/// Serves `app` on `listener` until `shutdown` completes, then stops accepting, lets the open
+/// connections finish their requests (for up to 10 s) and returns.
+pub async fn serve<A>(
+    listener: TcpListener,
+    app: A,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()>
+where
+    A: Service<Request<Incoming>, Response = Response<Body>, Error = Infallible>
+        + Clone
+        + Send
+        + 'static,
+    A::Future: Send + 'static,
+{
+    let (stop, stopped) = watch::channel(false);
+    let mut connections = JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        let (stream, peer) = tokio::select! {
+            () = &mut shutdown => break,
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // A full accept queue or a reset connection: keep serving.
+                    tracing::warn!(%error, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            },
+        };
+        let app = app.clone();
+        let mut stopped = stopped.clone();
+        connections.spawn(async move {
+            let service = service_fn(move |request| app.clone().oneshot(request));
+            let connection = http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+            tokio::pin!(connection);
+            let result = tokio::select! {
+                result = connection.as_mut() => result,
+                _ = stopped.changed() => {
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
+            };
+            if let Err(error) = result {
+                tracing::debug!(%peer, %error, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    let _ = stop.send(true);
+    let drained = tokio::time::timeout(SHUTDOWN_GRACE, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!("connections still open after the grace period; closing them");
+        connections.shutdown().await;
+    }
+    Ok(())
+}
+
+/// The layer from the environment (`SANGHO_WEBHOOK_SECRET`, `SANGHO_STORE_URL`).
+pub fn layer_from_env() -> Result<SanghoWebhookLayer, BoxError> {
+    let secret = match std::env::var("SANGHO_WEBHOOK_SECRET") {
+        Ok(secret) => secret,
+        Err(_) => {
+            tracing::warn!(
+                "SANGHO_WEBHOOK_SECRET is not set: using the development secret {DEVELOPMENT_SECRET:?}. \
+                 Anybody can sign webhooks with it; never run like this in production."
+            );
+            DEVELOPMENT_SECRET.to_owned()
+        }
+    };
+    let store = match std::env::var("SANGHO_STORE_URL").as_deref() {
+        Err(_) | Ok("memory:") => MokaStore::new(),
+        Ok(other) => {
+            return Err(format!(
+                "SANGHO_STORE_URL={other:?}: this example knows `memory:` only; \
+                 see `cargo run --example axum` for the SQL and Redis stores"
+            )
+            .into());
+        }
+    };
+    tracing::warn!(
+        "using the in-memory store: it forgets processed events on restart and is not shared \
+         between replicas"
+    );
+    Ok(SanghoWebhookLayer::new(Secret::new(secret)?, store))
+}
+
+#[tokio::main]
+async fn main() -> Result<(), BoxError> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,sangho_webhook=debug".into()),
+        )
+        .init();
+
+    let layer = layer_from_env()?;
+    let addr: SocketAddr = std::env::var("SANGHO_WEBHOOK_ADDR")
+        .unwrap_or_else(|_| "127.0.0.1:3000".to_owned())
+        .parse()?;
+    let listener = TcpListener::bind(addr).await?;
+    tracing::info!(
+        "listening on http://{}{WEBHOOK_PATH}",
+        listener.local_addr()?
+    );
+
+    let shutdown = async {
+        if let Err(error) = tokio::signal::ctrl_c().await {
+            tracing::error!(%error, "cannot listen for Ctrl-C; stopping");
+        }
+        tracing::info!("shutting down");
+    };
+    serve(listener, app(layer, tower_service_fn(handle)), shutdown).await?;
+    Ok(())
+}

@@ -1,0 +1,84 @@
+//! A tonic gRPC service and the Sangho webhook route on one port.
+//!
+//! ```text
+//! SANGHO_WEBHOOK_SECRET=whsec_... cargo run --example tonic
+//! ```
+//!
+//! `POST /webhooks/sangho` goes through `SanghoWebhookLayer` (signature, idempotency); the gRPC
+//! service `sangho.example.v1.EventLog` (see `proto/event_log.proto`) does not, and lists the
+//! events the webhook route processed. The application is built in `src/lib.rs`.
+//!
+//! Environment:
+//!
+//! - `SANGHO_WEBHOOK_SECRET`: the endpoint secret. Unset: the development secret
+//!   `whsec_development_only`, with a warning.
+//! - `SANGHO_WEBHOOK_ADDR`: the address to listen on, `127.0.0.1:3000` by default.
+//! - `SANGHO_STORE_URL`: the idempotency store; this example knows `memory:` (the default).
+//!   The axum example (`cargo run --example axum`) shows the SQL and Redis stores.
+
+use std::net::SocketAddr;
+
+use sangho_webhook::{SanghoWebhookLayer, signature::Secret, store::MokaStore};
+use sangho_webhook_example_tonic::{EventLog, WEBHOOK_PATH, app, serve};
+use tokio::net::TcpListener;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The secret used when `SANGHO_WEBHOOK_SECRET` is unset. Never use it in production.
+const DEVELOPMENT_SECRET: &str = "whsec_development_only";
+
+/// The layer from the environment (`SANGHO_WEBHOOK_SECRET`, `SANGHO_STORE_URL`).
+fn layer_from_env() -> Result<SanghoWebhookLayer, BoxError> {
+    let secret = match std::env::var("SANGHO_WEBHOOK_SECRET") {
+        Ok(secret) => secret,
+        Err(_) => {
+            tracing::warn!(
+                "SANGHO_WEBHOOK_SECRET is not set: using the development secret {DEVELOPMENT_SECRET:?}. \
+                 Anybody can sign webhooks with it; never run like this in production."
+            );
+            DEVELOPMENT_SECRET.to_owned()
+        }
+    };
+    let store = match std::env::var("SANGHO_STORE_URL").as_deref() {
+        Err(_) | Ok("memory:") => MokaStore::new(),
+        Ok(other) => {
+            return Err(format!(
+                "SANGHO_STORE_URL={other:?}: this example knows `memory:` only; \
+                 see `cargo run --example axum` for the SQL and Redis stores"
+            )
+            .into());
+        }
+    };
+    tracing::warn!(
+        "using the in-memory store: it forgets processed events on restart and is not shared \
+         between replicas"
+    );
+    Ok(SanghoWebhookLayer::new(Secret::new(secret)?, store))
+}
+
+#[tokio::main]
+async fn main() -> Result<(), BoxError> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,sangho_webhook=debug".into()),
+        )
+        .init();
+
+    let layer = layer_from_env()?;
+    let addr: SocketAddr = std::env::var("SANGHO_WEBHOOK_ADDR")
+        .unwrap_or_else(|_| "127.0.0.1:3000".to_owned())
+        .parse()?;
+    let listener = TcpListener::bind(addr).await?;
+    let local = listener.local_addr()?;
+    tracing::info!("webhooks on http://{local}{WEBHOOK_PATH}, gRPC EventLog on http://{local}");
+
+    let shutdown = async {
+        if let Err(error) = tokio::signal::ctrl_c().await {
+            tracing::error!(%error, "cannot listen for Ctrl-C; stopping");
+        }
+        tracing::info!("shutting down");
+    };
+    serve(listener, app(layer, EventLog::new()), shutdown).await?;
+    Ok(())
+}

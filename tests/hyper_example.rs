@@ -1,0 +1,157 @@
+//! `examples/hyper.rs` through a real server and a real HTTP client (hyper-util's).
+//!
+//! The example's file is compiled into this test, so what is tested is what users read.
+
+#[allow(dead_code)]
+#[path = "../examples/hyper.rs"]
+mod example;
+
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use http::{Method, Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper_util::{client::legacy::Client, rt::TokioExecutor};
+use sangho_webhook::{
+    SanghoWebhookLayer,
+    signature::Secret,
+    store::MokaStore,
+    testing::{CountingHandler, Delivery, fixtures},
+};
+use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
+
+struct Server {
+    addr: SocketAddr,
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<std::io::Result<()>>,
+}
+
+impl Server {
+    async fn stop(self) {
+        self.stop.send(()).unwrap();
+        self.task.await.unwrap().unwrap();
+    }
+}
+
+fn layer() -> SanghoWebhookLayer {
+    SanghoWebhookLayer::new(Secret::new(fixtures::SECRET).unwrap(), MokaStore::new())
+        .with_clock(fixtures::fixed_clock)
+}
+
+async fn start<A>(app: A) -> Server
+where
+    A: tower::Service<
+            Request<hyper::body::Incoming>,
+            Response = http::Response<example::Body>,
+            Error = std::convert::Infallible,
+        > + Clone
+        + Send
+        + 'static,
+    A::Future: Send + 'static,
+{
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(example::serve(listener, app, async {
+        let _ = stopped.await;
+    }));
+    Server { addr, stop, task }
+}
+
+async fn send(addr: SocketAddr, request: Request<Full<Bytes>>) -> (StatusCode, String) {
+    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    let (mut parts, body) = request.into_parts();
+    parts.uri = format!("http://{addr}{}", parts.uri).parse().unwrap();
+    let response = client
+        .request(Request::from_parts(parts, body))
+        .await
+        .unwrap();
+    let status = response.status();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8(body.to_vec()).unwrap())
+}
+
+fn signed(id: &str) -> Delivery {
+    let secret = Secret::new(fixtures::SECRET).unwrap();
+    Delivery::event(id, "payment_intent.succeeded").signed(&secret, fixtures::NOW)
+}
+
+#[tokio::test]
+async fn a_signed_event_is_received_then_acknowledged_as_a_duplicate() {
+    let server = start(example::app(layer(), tower::service_fn(example::handle))).await;
+
+    let (status, body) = send(server.addr, signed("evt_hyper_1").into_request()).await;
+    assert_eq!(
+        (status, body.as_str()),
+        (StatusCode::OK, r#"{"received":true}"#)
+    );
+
+    let (status, body) = send(server.addr, signed("evt_hyper_1").into_request()).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(body.contains(r#""duplicate":true"#), "{body}");
+
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn bad_deliveries_and_other_routes_are_refused() {
+    let handler = CountingHandler::new();
+    let server = start(example::app(layer(), handler.clone())).await;
+
+    let unsigned = Delivery::event("evt_hyper_2", "payment_intent.succeeded").into_request();
+    assert_eq!(send(server.addr, unsigned).await.0, StatusCode::BAD_REQUEST);
+
+    let wrong_secret = Delivery::event("evt_hyper_2", "payment_intent.succeeded")
+        .signed(&Secret::new("whsec_wrong").unwrap(), fixtures::NOW)
+        .into_request();
+    let (status, body) = send(server.addr, wrong_secret).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(!body.contains("v1="), "never reveals a signature: {body}");
+
+    let elsewhere = signed("evt_hyper_2").with_uri("/elsewhere").into_request();
+    assert_eq!(send(server.addr, elsewhere).await.0, StatusCode::NOT_FOUND);
+
+    let mut get = signed("evt_hyper_2").into_request();
+    *get.method_mut() = Method::GET;
+    assert_eq!(
+        send(server.addr, get).await.0,
+        StatusCode::METHOD_NOT_ALLOWED
+    );
+
+    assert_eq!(handler.calls(), 0);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn concurrent_deliveries_of_one_event_reach_the_handler_once() {
+    let handler = CountingHandler::new().with_delay(std::time::Duration::from_millis(50));
+    let server = start(example::app(layer(), handler.clone())).await;
+
+    let deliveries: Vec<_> = (0..50)
+        .map(|_| tokio::spawn(send(server.addr, signed("evt_hyper_burst").into_request())))
+        .collect();
+    for delivery in deliveries {
+        let (status, _) = delivery.await.unwrap();
+        assert!(
+            status == StatusCode::OK || status == StatusCode::CONFLICT,
+            "{status}"
+        );
+    }
+    assert_eq!(handler.calls(), 1);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn shutdown_lets_a_request_in_progress_finish() {
+    let handler = CountingHandler::new().with_delay(std::time::Duration::from_millis(300));
+    let server = start(example::app(layer(), handler.clone())).await;
+
+    let addr = server.addr;
+    let slow = tokio::spawn(send(addr, signed("evt_hyper_slow").into_request()));
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    server.stop().await;
+
+    let (status, _) = slow.await.unwrap();
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(handler.calls(), 1);
+}
