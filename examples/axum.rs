@@ -8,21 +8,66 @@
 //! | --- | --- | --- |
 //! | `SANGHO_WEBHOOK_SECRET` | `whsec_development_only` (with a warning) | the endpoint secret |
 //! | `SANGHO_WEBHOOK_ADDR` | `127.0.0.1:3000` | where to listen |
-//! | `SANGHO_STORE_URL` | `memory:` | the idempotency store |
+//! | `SANGHO_STORE_URL` | `sqlite://sangho-webhooks.db` | the idempotency store (below) |
+//!
+//! | `SANGHO_STORE_URL` | store |
+//! | --- | --- |
+//! | `sqlite://FILE` | `SqliteStore` on FILE (created if missing): durable, one server |
+//! | `postgres://…` | `PostgresStore`: durable, shared by every replica |
+//! | `redis://…` | `RedisStore`: shared by every replica, completed events expire by themselves |
+//! | `memory:` | `MokaStore`: forgotten on restart, one process only |
+//!
+//! The SQL stores are migrated at start, and a purge task deletes completed events past the
+//! retention every hour.
 //!
 //! It serves `POST /webhooks/sangho`, logs each event and answers `{"received":true}`. Ctrl-C
 //! stops it gracefully: in-flight deliveries finish first.
 
-use std::{error::Error, net::SocketAddr};
+use std::{error::Error, net::SocketAddr, time::Duration};
 
 use axum::{Extension, Json, Router, routing::post};
 use sangho_webhook::{SanghoEvent, SanghoWebhookLayer, signature::Secret, store::MokaStore};
+use sangho_webhook_redis::RedisStore;
+use sangho_webhook_sqlx::{PostgresStore, PurgeTask, SqliteStore};
 use serde_json::{Value, json};
 use tracing_subscriber::EnvFilter;
 
 /// The development secret used when `SANGHO_WEBHOOK_SECRET` is unset. Never use it in
 /// production: anybody who reads this file can sign events for it.
 const DEVELOPMENT_SECRET: &str = "whsec_development_only";
+
+/// How often the SQL stores delete completed events older than the retention.
+const PURGE_PERIOD: Duration = Duration::from_secs(3600);
+
+/// Builds the layer over the store `url` names; answers the purge task too, for SQL stores.
+async fn webhook_layer(
+    secret: Secret,
+    url: &str,
+) -> Result<(SanghoWebhookLayer, Option<PurgeTask>), Box<dyn Error>> {
+    let retention = SanghoWebhookLayer::DEFAULT_RETENTION;
+    if url.starts_with("sqlite:") {
+        let store = SqliteStore::connect(url).await?;
+        store.migrate().await?;
+        let purge = store.spawn_purge(retention, PURGE_PERIOD);
+        Ok((SanghoWebhookLayer::new(secret, store), Some(purge)))
+    } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+        let store = PostgresStore::connect(url).await?;
+        store.migrate().await?;
+        let purge = store.spawn_purge(retention, PURGE_PERIOD);
+        Ok((SanghoWebhookLayer::new(secret, store), Some(purge)))
+    } else if url.starts_with("redis:") || url.starts_with("rediss:") {
+        let store = RedisStore::connect(url).await?;
+        Ok((SanghoWebhookLayer::new(secret, store), None))
+    } else if url == "memory:" {
+        tracing::warn!("memory: store: events are forgotten on restart and not shared");
+        Ok((SanghoWebhookLayer::new(secret, MokaStore::new()), None))
+    } else {
+        Err(format!(
+            "unsupported SANGHO_STORE_URL {url:?}: use sqlite://, postgres://, redis:// or memory:"
+        )
+        .into())
+    }
+}
 
 async fn handle(Extension(event): Extension<SanghoEvent>) -> Json<Value> {
     tracing::info!(
@@ -56,26 +101,35 @@ async fn main() -> Result<(), Box<dyn Error>> {
     let address: SocketAddr = std::env::var("SANGHO_WEBHOOK_ADDR")
         .unwrap_or_else(|_| "127.0.0.1:3000".to_owned())
         .parse()?;
-    let store_url = std::env::var("SANGHO_STORE_URL").unwrap_or_else(|_| "memory:".to_owned());
-
-    let webhooks = match store_url.as_str() {
-        "memory:" => {
-            tracing::warn!("memory: store: events are forgotten on restart and not shared");
-            SanghoWebhookLayer::new(secret, MokaStore::new())
-        }
-        other => return Err(format!("unsupported SANGHO_STORE_URL {other:?}").into()),
-    };
+    let store_url = std::env::var("SANGHO_STORE_URL")
+        .ok()
+        .filter(|url| !url.is_empty())
+        .unwrap_or_else(|| "sqlite://sangho-webhooks.db".to_owned());
+    let (webhooks, purge) = webhook_layer(secret, &store_url).await?;
 
     let app = Router::new()
         .route("/webhooks/sangho", post(handle))
         .layer(webhooks);
     let listener = tokio::net::TcpListener::bind(address).await?;
-    tracing::info!(%address, store = %store_url, "listening on POST /webhooks/sangho");
+    tracing::info!(%address, store = %redacted(&store_url), "listening on POST /webhooks/sangho");
     axum::serve(listener, app)
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;
             tracing::info!("shutting down");
         })
         .await?;
+    if let Some(purge) = purge {
+        purge.stop().await;
+    }
     Ok(())
+}
+
+/// The URL without its password, for the log.
+fn redacted(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            format!("{}://…@{}", &url[..scheme], &url[at + 1..])
+        }
+        _ => url.to_owned(),
+    }
 }
