@@ -32,47 +32,61 @@
 //! | in flight | the owner's [`ClaimToken`](sangho_webhook::store::ClaimToken) (32 hex digits) | the lease |
 //! | completed | `completed` | the retention (72 h by default in the layer) |
 //!
-//! - **claim** is `SET <key> <token> NX PX <lease>`, run inside a small Lua script that, when
-//!   the key exists, reads it in the same round trip to tell a completed event from one in
-//!   flight. Redis runs a script atomically, so among any number of concurrent claims (from any
-//!   number of processes) exactly one acquires the event. An owner that crashed leaves a key
-//!   that expires with its lease, and the next delivery takes the event over.
+//! - **claim** is one command, `SET <key> <token> NX PX <lease> GET`: it stores the new
+//!   owner's token only if the key is absent, and answers what the key held, in the same round
+//!   trip: nothing (acquired), `completed`, or another owner's token (in flight). Redis runs
+//!   each command atomically, so among any number of concurrent claims (from any number of
+//!   processes) exactly one acquires the event. An owner that crashed leaves a key that
+//!   expires with its lease, and the next delivery takes the event over.
 //! - **complete** is a script that compares the stored value with the owner's token and, only
 //!   if they are equal, replaces it with `SET <key> completed PX <retention>`.
 //! - **release** is a script that compares the token and, only if it is equal, `DEL`s the key.
 //!   A stale owner (its lease expired, the event was taken over or completed) changes nothing.
 //!
 //! Completed keys expire by themselves after the retention: there is no purge task to run.
-//! The scripts are sent with `EVALSHA` (loaded on first use, and again after a server restart).
+//! The two scripts are sent with `EVALSHA` (loaded on first use, and again after a server
+//! restart).
 //!
 //! The event type is not stored: the key and its state are all the layer needs.
 //!
 //! ## Redis Cluster
 //!
-//! Each script reads and writes exactly one key, passed in `KEYS`, so every operation is
-//! routed to the one node that owns the event's slot: the store works on Redis Cluster. Build
-//! it with [`RedisStore::new`] over a cluster connection (enable the `cluster-async` feature of
-//! the re-exported [`redis`] crate), or over any other connection that implements
-//! [`redis::aio::ConnectionLike`] and `Clone`.
+//! Every operation (the claim command, each script) reads and writes exactly one key, the
+//! event's (passed in `KEYS` to the scripts), so it is routed to the one node that owns that
+//! key's slot: the store works on Redis Cluster. Build it with [`RedisStore::new`] over a
+//! cluster connection (enable the `cluster-async` feature of the re-exported [`redis`]
+//! crate), or over any other connection that implements [`redis::aio::ConnectionLike`] and
+//! `Clone`. (The tests here run against a single server.)
 //!
 //! ## Requirements
 //!
-//! Redis 2.6.12 or later (or a compatible server such as Valkey) with Lua scripting allowed.
-//! Run it with persistence (AOF or RDB) if completed events must survive a restart of Redis
-//! itself; without it, a Redis restart forgets every event, like an in-memory store.
+//! Redis 7.0 or later (`SET` with both `NX` and `GET`), or a compatible server such as Valkey
+//! 7.2 or later, with Lua scripting allowed. An older Redis refuses the claim
+//! (`ERR syntax error`), and the layer answers every delivery 503.
+//!
+//! Run Redis with persistence (AOF, or RDB snapshots) if completed events must survive a
+//! restart of Redis itself: without it, a Redis restart forgets every event, and their
+//! redeliveries are processed again. Give it a `maxmemory-policy` that does not evict these
+//! keys (`noeviction`, or `volatile-*` only if nothing else with a TTL shares the server):
+//! an evicted completed event is processed again if redelivered.
 //!
 //! # When Redis is down
 //!
 //! [`RedisStore::connect`] sets a connection timeout and a response timeout (see
 //! [`RedisStore::manager_config`]), so an operation on a dead or unreachable server fails with
 //! [`StoreError::Backend`](sangho_webhook::store::StoreError::Backend) (the
-//! [`redis::RedisError`] kept as its source) in bounded time, never hangs; the layer then answers
-//! `503` with `Retry-After` and the provider redelivers later. The
-//! [`ConnectionManager`](redis::aio::ConnectionManager) reconnects in the background, and
-//! deliveries are processed again as soon as Redis is back, without restarting the server.
-//! The layer's own store timeout
+//! [`redis::RedisError`] kept as its source) in bounded time, never hangs; the layer then
+//! answers `503` with `Retry-After` and the provider redelivers later. The
+//! [`ConnectionManager`](redis::aio::ConnectionManager) reconnects, and deliveries are
+//! processed again as soon as Redis is back, without restarting the server. The layer's own
+//! store timeout
 //! ([`with_store_timeout`](sangho_webhook::SanghoWebhookLayer::with_store_timeout)) bounds
 //! every operation in any case.
+//!
+//! A command that timed out may still have run on the server (it was sent; only the answer is
+//! missing). For a claim, the event is then in flight with an owner that never comes: it is
+//! answered 409 until the lease expires, and then taken over. Nothing is lost, the event is
+//! only late by at most one lease.
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
@@ -83,3 +97,8 @@ mod store;
 
 pub use redis;
 pub use store::RedisStore;
+
+/// The README's example, compiled as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -4,12 +4,12 @@ use std::{fmt, sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 use redis::{
-    Client, IntoConnectionInfo, RedisError, Script,
+    Client, IntoConnectionInfo, RedisError, Script, Value,
     aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig},
 };
 use sangho_webhook::store::{Claim, ClaimToken, IdempotencyStore, StoreError};
 
-use crate::scripts::{self, ACQUIRED, COMPLETED_REPLY, IN_FLIGHT};
+use crate::scripts;
 
 /// An [`IdempotencyStore`] in Redis, over a reconnecting [`ConnectionManager`] (or any
 /// cloneable [`redis::aio::ConnectionLike`] connection, such as a cluster connection).
@@ -242,14 +242,25 @@ where
         lease: Duration,
     ) -> Result<Claim, StoreError> {
         let token = ClaimToken::generate();
-        let mut invocation = scripts::CLAIM.key(self.key(event_id));
-        invocation.arg(token.as_str()).arg(millis(lease));
-        match self.run(&mut invocation).await? {
-            ACQUIRED => Ok(Claim::Acquired(token)),
-            COMPLETED_REPLY => Ok(Claim::Completed),
-            IN_FLIGHT => Ok(Claim::InFlight),
+        let mut connection = self.connection.clone();
+        let previous: Value = redis::cmd("SET")
+            .arg(self.key(event_id))
+            .arg(token.as_str())
+            .arg("NX")
+            .arg("PX")
+            .arg(millis(lease))
+            .arg("GET")
+            .query_async(&mut connection)
+            .await
+            .map_err(StoreError::backend)?;
+        match previous {
+            Value::Nil => Ok(Claim::Acquired(token)),
+            Value::BulkString(value) if value == scripts::COMPLETED.as_bytes() => {
+                Ok(Claim::Completed)
+            }
+            Value::BulkString(_) => Ok(Claim::InFlight),
             other => Err(StoreError::Protocol(format!(
-                "the claim script answered {other}, expected 0, 1 or 2"
+                "SET NX GET answered {other:?}, expected nil or a string"
             ))),
         }
     }
