@@ -3,6 +3,9 @@
 //! - `raw_set_nx_then_set`: the two commands a hand-written dedup uses, with the raw redis
 //!   crate: `SET key 1 NX PX <lease>`, then `SET key completed PX <retention>` (no owner
 //!   check: the baseline of the target);
+//! - `raw_token_then_set`: the baseline plus the claim's owner token and `GET` (`SET key <token>
+//!   NX PX <lease> GET`, a fresh `ClaimToken` each time), still without an owner check on
+//!   completion: what the token costs;
 //! - `raw_owner_checked`: the same guarantees as the store, written by hand: `SET key <token>
 //!   NX PX <lease> GET`, then the owner-checked completion script by `EVALSHA`;
 //! - `redis_store`: [`RedisStore::claim`] then [`RedisStore::complete`].
@@ -58,13 +61,15 @@ struct Variants {
 #[derive(Clone, Copy, Debug)]
 enum Variant {
     RawSetNxThenSet,
+    RawTokenThenSet,
     RawOwnerChecked,
     RedisStore,
 }
 
 impl Variant {
-    const ALL: [Self; 3] = [
+    const ALL: [Self; 4] = [
         Self::RawSetNxThenSet,
+        Self::RawTokenThenSet,
         Self::RawOwnerChecked,
         Self::RedisStore,
     ];
@@ -72,6 +77,7 @@ impl Variant {
     fn name(self) -> &'static str {
         match self {
             Self::RawSetNxThenSet => "raw_set_nx_then_set",
+            Self::RawTokenThenSet => "raw_token_then_set",
             Self::RawOwnerChecked => "raw_owner_checked",
             Self::RedisStore => "redis_store",
         }
@@ -104,7 +110,7 @@ impl Variants {
                     .await
                     .expect("SET completed PX");
             }
-            Variant::RawOwnerChecked => {
+            Variant::RawTokenThenSet | Variant::RawOwnerChecked => {
                 let mut connection = self.checked.clone();
                 let key = format!("{}checked:{id}", self.prefix);
                 let token = ClaimToken::generate();
@@ -119,15 +125,26 @@ impl Variants {
                     .await
                     .expect("SET NX PX GET");
                 assert!(previous.is_none(), "a fresh key is set");
-                let completed: i64 = self
-                    .script
-                    .key(&key)
-                    .arg(token.as_str())
-                    .arg(RETENTION_MS)
-                    .invoke_async(&mut connection)
-                    .await
-                    .expect("the completion script");
-                assert_eq!(completed, 1);
+                if matches!(variant, Variant::RawTokenThenSet) {
+                    redis::cmd("SET")
+                        .arg(&key)
+                        .arg("completed")
+                        .arg("PX")
+                        .arg(RETENTION_MS)
+                        .exec_async(&mut connection)
+                        .await
+                        .expect("SET completed PX");
+                } else {
+                    let completed: i64 = self
+                        .script
+                        .key(&key)
+                        .arg(token.as_str())
+                        .arg(RETENTION_MS)
+                        .invoke_async(&mut connection)
+                        .await
+                        .expect("the completion script");
+                    assert_eq!(completed, 1);
+                }
             }
             Variant::RedisStore => {
                 let lease = Duration::from_millis(LEASE_MS);
