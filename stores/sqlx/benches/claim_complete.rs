@@ -1,1 +1,253 @@
-fn main() {}
+//! Claim + complete of fresh events, 32 at a time, through `PostgresStore` / `SqliteStore`
+//! and through the seed's recipe written by hand with raw sqlx on the same pool: `SELECT` the
+//! id, then `INSERT … ON CONFLICT (event_id) DO NOTHING` (two round trips, and racy: that is
+//! what the store fixes). Side by side, one criterion group per database.
+//!
+//! `cargo bench -p sangho-webhook-sqlx` (PostgreSQL from `SANGHO_TEST_POSTGRES_URL`, default
+//! `postgres://postgres@127.0.0.1:5432/test`, skipped when unreachable; SQLite in a temporary
+//! file). Each variant writes to a table of its own, created for the run and dropped after it.
+
+use std::{
+    future::Future,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use sangho_webhook::store::{Claim, ClaimToken, IdempotencyStore};
+use sangho_webhook_sqlx::{
+    PostgresStore, SqliteStore,
+    sqlx::{
+        self, AssertSqlSafe, Database, Pool, postgres::PgPoolOptions, sqlite::SqlitePoolOptions,
+    },
+};
+use tokio::runtime::Runtime;
+
+const CONCURRENCY: u64 = 32;
+const LEASE: Duration = Duration::from_secs(30);
+const RETENTION: Duration = Duration::from_secs(3600);
+const TYPE: &str = "payment_intent.succeeded";
+
+/// One claim + complete of a fresh event through the store.
+async fn through_store(store: &dyn IdempotencyStore, id: &str) {
+    match store.claim(id, TYPE, LEASE).await {
+        Ok(Claim::Acquired(token)) => {
+            let completed = store.complete(id, &token, RETENTION).await;
+            assert!(matches!(completed, Ok(true)), "{completed:?}");
+        }
+        other => panic!("a fresh event is acquired: {other:?}"),
+    }
+}
+
+/// The seed's recipe: is it there? No: (process it, then) record it.
+async fn by_hand<DB>(pool: &Pool<DB>, select: &Arc<str>, insert: &Arc<str>, id: &str)
+where
+    DB: Database,
+    for<'c> &'c Pool<DB>: sqlx::Executor<'c, Database = DB>,
+    for<'q> <DB as Database>::Arguments: sqlx::IntoArguments<DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'r> (String,): sqlx::FromRow<'r, DB::Row>,
+{
+    let seen: Option<(String,)> = sqlx::query_as(AssertSqlSafe(select.clone()))
+        .bind(id)
+        .fetch_optional(pool)
+        .await
+        .expect("SELECT");
+    assert!(seen.is_none(), "a fresh event is unknown");
+    sqlx::query(AssertSqlSafe(insert.clone()))
+        .bind(id)
+        .bind(TYPE)
+        .execute(pool)
+        .await
+        .expect("INSERT ON CONFLICT DO NOTHING");
+}
+
+/// Runs `iters` operations spread over [`CONCURRENCY`] tasks; answers the wall time.
+async fn concurrently<F, Fut>(iters: u64, operation: F) -> Duration
+where
+    F: Fn(u64) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send,
+{
+    let operation = Arc::new(operation);
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for task in 0..CONCURRENCY {
+        let count = iters / CONCURRENCY + u64::from(task < iters % CONCURRENCY);
+        let operation = operation.clone();
+        tasks.spawn(async move {
+            for n in 0..count {
+                operation(task * 1_000_000_000 + n).await;
+            }
+        });
+    }
+    while let Some(joined) = tasks.join_next().await {
+        joined.expect("a benchmark task panicked");
+    }
+    started.elapsed()
+}
+
+/// A fresh event id for operation `n` of a batch.
+fn event_id(batch: &ClaimToken, n: u64) -> String {
+    format!("evt_{}_{n}", &batch.as_str()[..12])
+}
+
+/// The two variants of one database, side by side.
+fn compare<DB, S>(
+    c: &mut Criterion,
+    runtime: &Runtime,
+    name: &str,
+    store: S,
+    pool: Pool<DB>,
+    raw_table: &str,
+) where
+    DB: Database,
+    S: IdempotencyStore + Clone,
+    for<'c> &'c Pool<DB>: sqlx::Executor<'c, Database = DB>,
+    for<'q> <DB as Database>::Arguments: sqlx::IntoArguments<DB>,
+    for<'q> &'q str: sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    for<'r> (String,): sqlx::FromRow<'r, DB::Row>,
+{
+    let placeholders = if name == "postgres" {
+        ("$1", "$2")
+    } else {
+        ("?1", "?2")
+    };
+    let select: Arc<str> = format!(
+        "SELECT event_id FROM {raw_table} WHERE event_id = {}",
+        placeholders.0
+    )
+    .into();
+    let insert: Arc<str> = format!(
+        "INSERT INTO {raw_table} (event_id, event_type) VALUES ({}, {}) ON CONFLICT (event_id) DO NOTHING",
+        placeholders.0, placeholders.1
+    )
+    .into();
+
+    let mut group = c.benchmark_group(format!("{name}_claim_complete_32_concurrent"));
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("raw_select_then_insert_on_conflict", |b| {
+        b.to_async(runtime).iter_custom(|iters| {
+            let (pool, select, insert) = (pool.clone(), select.clone(), insert.clone());
+            let batch = ClaimToken::generate();
+            concurrently(iters, move |n| {
+                let (pool, select, insert) = (pool.clone(), select.clone(), insert.clone());
+                let id = event_id(&batch, n);
+                async move { by_hand(&pool, &select, &insert, &id).await }
+            })
+        });
+    });
+    group.bench_function("store_claim_then_complete", |b| {
+        b.to_async(runtime).iter_custom(|iters| {
+            let store = store.clone();
+            let batch = ClaimToken::generate();
+            concurrently(iters, move |n| {
+                let store = store.clone();
+                let id = event_id(&batch, n);
+                async move { through_store(&store, &id).await }
+            })
+        });
+    });
+    group.finish();
+}
+
+/// The seed's schema, for the raw recipe's table.
+fn seed_schema(table: &str, timestamp_default: &str) -> String {
+    format!(
+        "CREATE TABLE {table} (
+           event_id     VARCHAR(50)  PRIMARY KEY,
+           event_type   VARCHAR(100) NOT NULL,
+           processed_at TIMESTAMP    DEFAULT {timestamp_default}
+         );
+         CREATE INDEX {table}_processed_at_idx ON {table} (processed_at);"
+    )
+}
+
+fn postgres(c: &mut Criterion, runtime: &Runtime) {
+    let url = std::env::var("SANGHO_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+    let pool = match runtime.block_on(
+        PgPoolOptions::new()
+            .max_connections(CONCURRENCY as u32)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect(&url),
+    ) {
+        Ok(pool) => pool,
+        Err(error) => {
+            eprintln!("skipping the PostgreSQL benchmark: no database at {url}: {error}");
+            return;
+        }
+    };
+    let run = ClaimToken::generate();
+    let run = &run.as_str()[..12];
+    let (store_table, raw_table) = (
+        format!("sangho_bench_{run}_store"),
+        format!("sangho_bench_{run}_raw"),
+    );
+    let store = PostgresStore::new(pool.clone())
+        .with_table_name(&store_table)
+        .expect("a valid table name");
+    runtime.block_on(async {
+        store.migrate().await.expect("migrate");
+        sqlx::raw_sql(AssertSqlSafe(seed_schema(&raw_table, "NOW()")))
+            .execute(&pool)
+            .await
+            .expect("the seed's table");
+    });
+
+    compare(c, runtime, "postgres", store, pool.clone(), &raw_table);
+
+    runtime.block_on(async {
+        for table in [store_table, raw_table] {
+            if let Err(error) = sqlx::raw_sql(AssertSqlSafe(format!("DROP TABLE {table}")))
+                .execute(&pool)
+                .await
+            {
+                eprintln!("could not drop {table}: {error}");
+            }
+        }
+        pool.close().await;
+    });
+}
+
+fn sqlite(c: &mut Criterion, runtime: &Runtime) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    // As `SqliteStore::connect` configures it.
+    let url = format!("sqlite://{}", dir.path().join("bench.db").display());
+    let options = SqliteStore::connect_options(&url).expect("a valid URL");
+    let pool = runtime
+        .block_on(
+            SqlitePoolOptions::new()
+                .max_connections(SqliteStore::MAX_CONNECTIONS)
+                .acquire_timeout(Duration::from_secs(10))
+                .connect_with(options),
+        )
+        .expect("a SQLite file");
+    let store = SqliteStore::new(pool.clone());
+    let raw_table = "seed_webhook_events";
+    runtime.block_on(async {
+        store.migrate().await.expect("migrate");
+        sqlx::raw_sql(AssertSqlSafe(seed_schema(raw_table, "CURRENT_TIMESTAMP")))
+            .execute(&pool)
+            .await
+            .expect("the seed's table");
+    });
+
+    compare(c, runtime, "sqlite", store, pool.clone(), raw_table);
+    runtime.block_on(pool.close());
+}
+
+fn claim_complete(c: &mut Criterion) {
+    let runtime = Runtime::new().expect("a tokio runtime");
+    postgres(c, &runtime);
+    sqlite(c, &runtime);
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(2))
+        .measurement_time(Duration::from_secs(10));
+    targets = claim_complete
+}
+criterion_main!(benches);

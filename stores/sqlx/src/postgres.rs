@@ -22,11 +22,16 @@ pub(crate) const SCHEMA: &str = include_str!("../migrations/postgres.sql");
 /// retention) has expired; when it did neither, the outer `SELECT` tells completed from in
 /// flight. A row committed by a concurrent claim after this statement's snapshot is not seen by
 /// that `SELECT`: then no row comes back, which means in flight (the safe answer, a 409).
+///
+/// `{commit}` is where the statement may lower its own transaction's `synchronous_commit`
+/// (see [`PostgresStore::with_synchronous_claims`]).
 const CLAIM: &str = "\
-WITH acquired AS (
+WITH commit_mode AS (SELECT {commit}),
+acquired AS (
     INSERT INTO {table} AS e (event_id, event_type, processed_at, state, claim_token, expires_at)
-    VALUES ($1, $2, statement_timestamp(), 'in_flight', $3,
-            statement_timestamp() + $4 * INTERVAL '1 second')
+    SELECT $1, $2, statement_timestamp(), 'in_flight', $3,
+           statement_timestamp() + $4 * INTERVAL '1 second'
+    FROM commit_mode
     ON CONFLICT (event_id) DO UPDATE
         SET event_type = EXCLUDED.event_type,
             processed_at = EXCLUDED.processed_at,
@@ -47,6 +52,11 @@ SELECT CASE
 FROM {table} AS e
 WHERE e.event_id = $1 AND NOT EXISTS (SELECT 1 FROM acquired)";
 
+/// Lowers `synchronous_commit` for the statement's own (implicit) transaction only.
+const ASYNC_COMMIT: &str = "set_config('synchronous_commit', 'off', true)";
+/// Leaves the session's `synchronous_commit` as it is.
+const SESSION_COMMIT: &str = "NULL";
+
 const COMPLETE: &str = "\
 UPDATE {table}
 SET state = 'completed',
@@ -55,7 +65,9 @@ SET state = 'completed',
 WHERE event_id = $1 AND state = 'in_flight' AND claim_token = $2";
 
 const RELEASE: &str = "\
-DELETE FROM {table} WHERE event_id = $1 AND state = 'in_flight' AND claim_token = $2";
+WITH commit_mode AS (SELECT {commit})
+DELETE FROM {table} USING commit_mode
+WHERE event_id = $1 AND state = 'in_flight' AND claim_token = $2";
 
 /// The cut-off is cast to the column's type (`TIMESTAMP`), so that the `processed_at` index
 /// applies; abandoned claims come from the partial index on open claims.
@@ -78,12 +90,18 @@ struct Queries {
 }
 
 impl Queries {
-    fn new(table: &TableName) -> Self {
+    fn new(table: &TableName, synchronous_claims: bool) -> Self {
+        let commit = if synchronous_claims {
+            SESSION_COMMIT
+        } else {
+            ASYNC_COMMIT
+        };
+        let sql = |template: &str| table.sql(&template.replace("{commit}", commit));
         Self {
-            claim: table.sql(CLAIM),
-            complete: table.sql(COMPLETE),
-            release: table.sql(RELEASE),
-            purge: table.sql(PURGE),
+            claim: sql(CLAIM),
+            complete: sql(COMPLETE),
+            release: sql(RELEASE),
+            purge: sql(PURGE),
         }
     }
 }
@@ -99,6 +117,11 @@ impl Queries {
 ///   event, exactly one is acquired.
 /// - **complete**: an `UPDATE` of the row, only if it is in flight and owned by the token.
 /// - **release**: a `DELETE` of the row, only if it is in flight and owned by the token.
+///
+/// Completions are durable as the session commits them (by default: flushed to disk before
+/// `complete` returns). Claims and releases are committed asynchronously by default, which
+/// only a crash of the database server can tell apart (a lost claim acts as an expired lease):
+/// see [`with_synchronous_claims`](Self::with_synchronous_claims).
 ///
 /// Every timestamp is the database's `statement_timestamp()` (the time the statement
 /// started, the same for the whole statement, never the transaction's start), so the clocks of
@@ -128,6 +151,7 @@ impl Queries {
 pub struct PostgresStore {
     pool: PgPool,
     table: TableName,
+    synchronous_claims: bool,
     queries: Arc<Queries>,
 }
 
@@ -162,9 +186,10 @@ impl PostgresStore {
     pub fn new(pool: PgPool) -> Self {
         let table = TableName::default();
         Self {
-            queries: Arc::new(Queries::new(&table)),
+            queries: Arc::new(Queries::new(&table, false)),
             pool,
             table,
+            synchronous_claims: false,
         }
     }
 
@@ -202,9 +227,33 @@ impl PostgresStore {
     #[must_use]
     pub fn with_table(self, table: TableName) -> Self {
         Self {
-            queries: Arc::new(Queries::new(&table)),
+            queries: Arc::new(Queries::new(&table, self.synchronous_claims)),
             table,
-            pool: self.pool,
+            ..self
+        }
+    }
+
+    /// Whether claims and releases wait for the database to flush them to disk (`true`), like
+    /// completions always do, or are committed asynchronously (`false`, the default).
+    ///
+    /// By default the claim and release statements set `synchronous_commit = off` for their
+    /// own transaction only (`set_config(…, true)` in the statement: still one round trip).
+    /// They are visible to every other session at once, exactly as usual, so concurrent
+    /// deliveries are deduplicated the same way; only a crash *of the database server* can
+    /// lose the last fraction of a second of them. A lost claim is then a claim whose lease ran
+    /// out early (the next delivery processes the event), a lost release a claim that waits
+    /// for its lease. Completions are never lost: `complete` is committed with the session's
+    /// setting (durable by default), and its flush also covers the claim before it. This
+    /// halves the disk flushes per event (one, like the seed's recipe, instead of two).
+    ///
+    /// Pass `true` to make claims durable as well, e.g. when a handler must never run twice
+    /// even across a database crash.
+    #[must_use]
+    pub fn with_synchronous_claims(self, synchronous: bool) -> Self {
+        Self {
+            queries: Arc::new(Queries::new(&self.table, synchronous)),
+            synchronous_claims: synchronous,
+            ..self
         }
     }
 

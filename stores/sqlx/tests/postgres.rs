@@ -419,3 +419,39 @@ fn to(server: SocketAddr, request: Request<Full<Bytes>>) -> Request<Full<Bytes>>
     parts.uri = format!("http://{server}{}", parts.uri).parse().unwrap();
     Request::from_parts(parts, body)
 }
+
+#[tokio::test]
+#[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+async fn asynchronous_claims_leave_the_session_setting_alone() {
+    // One connection: the claim, release and the check share it.
+    let store = postgres_store("commit", 1).await;
+    let (before,): (String,) = sqlx::query_as("SHOW synchronous_commit")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    let id = unique_event_id("commit");
+    let token = acquire(&*store, &id, LONG).await;
+    assert!(store.release(&id, &token).await.unwrap());
+    let (after,): (String,) = sqlx::query_as("SHOW synchronous_commit")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(after, before);
+}
+
+#[tokio::test]
+#[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+async fn synchronous_claims_follow_the_same_rules() {
+    let test_store = postgres_store("sync", 2).await;
+    let store = test_store.store.clone().with_synchronous_claims(true);
+    let id = unique_event_id("sync");
+    let token = acquire(&store, &id, LONG).await;
+    assert_eq!(store.claim(&id, TYPE, LONG).await.unwrap(), Claim::InFlight);
+    assert!(store.release(&id, &token).await.unwrap());
+    let token = acquire(&store, &id, LONG).await;
+    assert!(store.complete(&id, &token, LONG).await.unwrap());
+    assert_eq!(
+        store.claim(&id, TYPE, LONG).await.unwrap(),
+        Claim::Completed
+    );
+}

@@ -20,7 +20,7 @@ use sangho_webhook_sqlx::{
     sqlx::{
         self, AssertSqlSafe, Connection,
         postgres::{PgConnection, PgPoolOptions},
-        sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions},
+        sqlite::SqlitePoolOptions,
     },
 };
 use tower::ServiceExt;
@@ -148,11 +148,8 @@ pub async fn sqlite_store(connections: u32) -> TestStore<SqliteStore> {
 /// A SQLite store on the file at `path` (not migrated), as `SqliteStore::connect` configures
 /// it, over a new pool of `connections`.
 pub async fn sqlite_store_at(path: &std::path::Path, connections: u32) -> SqliteStore {
-    let options = SqliteConnectOptions::new()
-        .filename(path)
-        .create_if_missing(true)
-        .journal_mode(SqliteJournalMode::Wal)
-        .busy_timeout(SqliteStore::BUSY_TIMEOUT);
+    let url = format!("sqlite://{}", path.display());
+    let options = SqliteStore::connect_options(&url).expect("a valid URL");
     let pool = SqlitePoolOptions::new()
         .max_connections(connections)
         .acquire_timeout(Duration::from_secs(10))
