@@ -134,7 +134,7 @@ async fn a_store_that_dies_mid_handler_loses_nothing() {
     let store = RedisStore::connect_with_config(server.url(), config)
         .await
         .expect("the test's redis-server answers");
-    let handler = CountingHandler::new().with_delay(Duration::from_millis(500));
+    let handler = CountingHandler::new().with_delay(Duration::from_millis(300));
     let service = SanghoWebhookLayer::new(secret(), store)
         .with_clock(fixtures::fixed_clock)
         .with_store_timeout(STORE_TIMEOUT)
@@ -145,7 +145,12 @@ async fn a_store_that_dies_mid_handler_loses_nothing() {
         let (service, id) = (service.clone(), id.clone());
         async move { deliver(&service, &id).await }
     });
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Wait until the handler runs (the claim is recorded), then kill Redis under it.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while handler.calls() == 0 {
+        assert!(Instant::now() < deadline, "the handler was not called");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     server.stop(); // while the handler runs: its completion cannot be recorded
     let (status, _, _) = first.await.expect("the delivery task");
     assert_eq!(status, StatusCode::OK, "the handler's answer is returned");
