@@ -70,3 +70,8 @@ pub use purge::{Purge, PurgeTask};
 pub use sqlite::SqliteStore;
 pub use sqlx;
 pub use table::TableName;
+
+/// The README's example, compiled as a doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

@@ -283,6 +283,10 @@ impl PostgresStore {
     pub async fn migrate(&self) -> Result<(), Error> {
         let mut transaction = self.pool.begin().await?;
         transaction.execute(MIGRATION_LOCK).await?;
+        // "already exists, skipping" notices are the normal case: keep them out of the logs.
+        transaction
+            .execute("SET LOCAL client_min_messages = warning")
+            .await?;
         transaction
             .execute(sqlx::raw_sql(AssertSqlSafe(self.schema())))
             .await?;
