@@ -36,7 +36,7 @@ const LEASE_MS: u64 = 30_000;
 const RETENTION_MS: u64 = 60_000;
 const TYPE: &str = "payment_intent.succeeded";
 /// Interleaved rounds after the criterion group, and operations per variant and round.
-const ROUNDS: usize = 15;
+const ROUNDS: usize = 40;
 const OPERATIONS_PER_ROUND: u64 = 10_000;
 
 fn redis_url() -> String {
