@@ -60,9 +60,13 @@ impl RedisStore<ConnectionManager> {
     /// before failing the commands waiting for it: 2 (with a backoff of 100 ms to 1 s).
     pub const DEFAULT_CONNECTION_RETRIES: usize = 2;
 
-    /// Connects to the Redis at `url` (e.g. `redis://127.0.0.1:6379`, `rediss://…` with the
-    /// re-exported `redis` crate's TLS features, `redis+unix:///path`) with
+    /// Connects to the Redis at `url` (e.g. `redis://127.0.0.1:6379`,
+    /// `redis://:password@host:6379/2`, `rediss://…`) with
     /// [`manager_config`](Self::manager_config).
+    ///
+    /// For TLS (`rediss://`), enable one of the `redis` crate's TLS features in your own
+    /// `Cargo.toml` (e.g. `redis = { version = "1", features = ["tokio-rustls-comp"] }`):
+    /// features unify, and this store uses the same `redis`.
     ///
     /// Fails when the URL is invalid or the server cannot be reached now, after the bounded
     /// retries of the configuration (a few seconds at most).

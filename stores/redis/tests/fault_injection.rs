@@ -239,3 +239,41 @@ async fn a_hung_server_costs_503s_in_bounded_time() {
     assert_eq!(deliver(&service, &during).await.0, StatusCode::OK);
     assert_eq!(handler.calls(), 2);
 }
+
+/// The completion and release scripts are sent by `EVALSHA`; a server that forgot them (a
+/// restart, a `SCRIPT FLUSH`, a failover) gets them loaded again, transparently.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs a redis-server binary (/usr/bin/redis-server or SANGHO_TEST_REDIS_SERVER): run with --include-ignored"]
+async fn scripts_are_loaded_again_after_a_script_flush() {
+    use sangho_webhook::store::{Claim, IdempotencyStore};
+    use sangho_webhook_redis::redis;
+
+    let server = RedisServer::start().await;
+    let store = RedisStore::connect(server.url())
+        .await
+        .expect("the test's redis-server answers");
+    let lease = Duration::from_secs(30);
+    let flush = || async {
+        let mut connection = store.connection().clone();
+        redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .exec_async(&mut connection)
+            .await
+            .expect("SCRIPT FLUSH");
+    };
+
+    let Claim::Acquired(token) = store.claim("evt_flush", TYPE, lease).await.unwrap() else {
+        panic!("a fresh event is acquired");
+    };
+    flush().await;
+    assert!(store.release("evt_flush", &token).await.unwrap());
+    let Claim::Acquired(token) = store.claim("evt_flush", TYPE, lease).await.unwrap() else {
+        panic!("a released event is acquired again");
+    };
+    flush().await;
+    assert!(store.complete("evt_flush", &token, lease).await.unwrap());
+    assert_eq!(
+        store.claim("evt_flush", TYPE, lease).await.unwrap(),
+        Claim::Completed
+    );
+}
