@@ -40,11 +40,14 @@ pub const CONCURRENT_CLAIMS: usize = 200;
 
 const TYPE: &str = "payment_intent.succeeded";
 
-/// A fresh event id, unique across runs: `evt_<label>_<random>` (at most 50 characters for a
-/// label of at most 12).
+/// A fresh event id, unique across runs and processes: `evt_<label>_<unique>`.
+///
+/// # Panics
+///
+/// If `label` is longer than 12 characters (the id would exceed 50).
 pub fn unique_event_id(label: &str) -> String {
-    let token = ClaimToken::generate();
-    format!("evt_{label}_{}", &token.as_str()[..24])
+    assert!(label.len() <= 12, "the label {label:?} is longer than 12");
+    format!("evt_{label}_{}", ClaimToken::generate())
 }
 
 async fn acquire(store: &dyn IdempotencyStore, id: &str, lease: Duration) -> ClaimToken {
@@ -271,7 +274,9 @@ async fn deliver(
 }
 
 /// Writes one `#[tokio::test]` per conformance check, each with a store from `$make_store` (an
-/// expression evaluating to a future of the store). Attributes before it go on every test.
+/// expression evaluating to a future of the store).
+///
+/// Attributes for every test go before the expression, followed by `=>`:
 ///
 /// ```
 /// # mod wrapper {
@@ -279,12 +284,29 @@ async fn deliver(
 ///
 /// sangho_webhook::idempotency_store_conformance!(async { MokaStore::new() });
 /// # }
+/// # mod ignored {
+/// # use sangho_webhook::store::MokaStore;
+/// sangho_webhook::idempotency_store_conformance!(
+///     #[ignore = "needs a server: run with --include-ignored"] => async { MokaStore::new() }
+/// );
+/// # }
 /// ```
 #[macro_export]
 macro_rules! idempotency_store_conformance {
-    ($(#[$attribute:meta])* $make_store:expr) => {
+    ($(#[$attribute:meta])+ => $make_store:expr $(,)?) => {
+        $crate::__conformance_tests!(@every_check [$(#[$attribute])+] $make_store);
+    };
+    ($make_store:expr $(,)?) => {
+        $crate::__conformance_tests!(@every_check [] $make_store);
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_tests {
+    (@every_check [$($attribute:tt)*] $make_store:expr) => {
         $crate::__conformance_tests!(
-            [$(#[$attribute])*] $make_store;
+            [$($attribute)*] $make_store;
             first_claim_acquires,
             second_claim_while_leased_is_in_flight,
             completed_event_is_completed,
@@ -301,11 +323,6 @@ macro_rules! idempotency_store_conformance {
             concurrent_deliveries_run_the_handler_once
         );
     };
-}
-
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __conformance_tests {
     ([$($attribute:tt)*] $make_store:expr;) => {};
     ([$($attribute:tt)*] $make_store:expr; $check:ident $(, $rest:ident)*) => {
         #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
