@@ -3,8 +3,9 @@
 -- Safe to run again. The columns of the seed's schema (event_id, event_type, processed_at)
 -- come first, with the same types.
 --
--- processed_at when the row was last claimed or completed, UTC text 'YYYY-MM-DD HH:MM:SS.SSS'
---              (the seed's CURRENT_TIMESTAMP format, with milliseconds); the purge scans its index.
+-- processed_at when the event was last claimed (the delivery that processed it arrived), UTC
+--              text 'YYYY-MM-DD HH:MM:SS.SSS' (the seed's CURRENT_TIMESTAMP format, with
+--              milliseconds); the purge scans its index.
 -- state        'in_flight' (a delivery holds a claim) or 'completed' (processed).
 -- claim_token  the owner of the claim (32 hex characters); complete/release check it.
 -- expires_at   Unix time in milliseconds. In flight: when the lease ends (then the next delivery
@@ -26,7 +27,3 @@ CREATE TABLE IF NOT EXISTS processed_webhook_events (
 
 CREATE INDEX IF NOT EXISTS idx_webhook_processed_at
     ON processed_webhook_events (processed_at);
-
--- Only the claims in flight (a handful of rows): lets the purge find abandoned claims cheaply.
-CREATE INDEX IF NOT EXISTS idx_webhook_open_claims
-    ON processed_webhook_events (expires_at) WHERE state = 'in_flight';

@@ -15,9 +15,10 @@
 //!   token, so a delivery whose claim was taken over changes nothing.
 //! - **Migrations**: [`PostgresStore::migrate`] / [`SqliteStore::migrate`] from code, or the
 //!   same schema as plain SQL in the crate's `migrations/` (`postgres.sql`, `sqlite.sql`).
-//! - **Purge**: [`PostgresStore::purge`] / [`SqliteStore::purge`] delete completions older than
-//!   the retention and abandoned claims; [`PurgeTask`] runs it on an interval; the docs of
-//!   `purge` give the plain SQL for cron.
+//! - **Purge**: [`PostgresStore::purge`] / [`SqliteStore::purge`] delete the rows older than
+//!   the retention (completed events, abandoned claims; never a live claim) through the
+//!   `processed_at` index; [`PurgeTask`] runs it on an interval; the docs of `purge` give the
+//!   plain SQL for cron.
 //!
 //! ```
 //! use std::time::Duration;

@@ -57,10 +57,10 @@ const ASYNC_COMMIT: &str = "set_config('synchronous_commit', 'off', true)";
 /// Leaves the session's `synchronous_commit` as it is.
 const SESSION_COMMIT: &str = "NULL";
 
+/// Changes only columns no index covers: a HOT update (see `migrations/postgres.sql`).
 const COMPLETE: &str = "\
 UPDATE {table}
 SET state = 'completed',
-    processed_at = statement_timestamp(),
     expires_at = statement_timestamp() + $3 * INTERVAL '1 second'
 WHERE event_id = $1 AND state = 'in_flight' AND claim_token = $2";
 
@@ -69,13 +69,20 @@ WITH commit_mode AS (SELECT {commit})
 DELETE FROM {table} USING commit_mode
 WHERE event_id = $1 AND state = 'in_flight' AND claim_token = $2";
 
-/// The cut-off is cast to the column's type (`TIMESTAMP`), so that the `processed_at` index
-/// applies; abandoned claims come from the partial index on open claims.
+/// Every row claimed more than the retention ago, but a live claim. The cut-off is cast to the
+/// column's type (`TIMESTAMP`), so that the `processed_at` index applies.
 const PURGE: &str = "\
 DELETE FROM {table}
-WHERE (state = 'completed'
-       AND processed_at < CAST(statement_timestamp() - $1 * INTERVAL '1 second' AS TIMESTAMP))
-   OR (state = 'in_flight' AND expires_at <= statement_timestamp())";
+WHERE processed_at < CAST(statement_timestamp() - $1 * INTERVAL '1 second' AS TIMESTAMP)
+  AND (state = 'completed' OR expires_at <= statement_timestamp())";
+
+/// Whether the table has the store's columns and the index already: then `migrate` takes no
+/// lock at all (`ALTER TABLE` and `CREATE INDEX` would, even with `IF NOT EXISTS`).
+const UP_TO_DATE: &str = "\
+SELECT (SELECT count(*) FROM pg_attribute
+        WHERE attrelid = to_regclass($1) AND NOT attisdropped
+          AND attname IN ('state', 'claim_token', 'expires_at')) = 3
+   AND to_regclass($2) IS NOT NULL";
 
 /// Serialises concurrent `migrate()` calls (several replicas starting at once): `CREATE TABLE
 /// IF NOT EXISTS` alone can fail when two sessions race.
@@ -109,30 +116,6 @@ impl Queries {
 /// The idempotency store over PostgreSQL (feature `postgres`): durable, and shared by every
 /// replica that uses the same database.
 ///
-/// Each operation is one statement, so one round trip:
-///
-/// - **claim**: `INSERT … ON CONFLICT (event_id) DO UPDATE … WHERE <the row's expiry has
-///   passed> RETURNING …`, wrapped in a CTE that tells a completed event from one in flight in
-///   the same statement. Atomic and race-free: among any number of concurrent claims of one
-///   event, exactly one is acquired.
-/// - **complete**: an `UPDATE` of the row, only if it is in flight and owned by the token.
-/// - **release**: a `DELETE` of the row, only if it is in flight and owned by the token.
-///
-/// Completions are durable as the session commits them (by default: flushed to disk before
-/// `complete` returns). Claims and releases are committed asynchronously by default, which
-/// only a crash of the database server can tell apart (a lost claim acts as an expired lease):
-/// see [`with_synchronous_claims`](Self::with_synchronous_claims).
-///
-/// Every timestamp is the database's `statement_timestamp()` (the time the statement
-/// started, the same for the whole statement, never the transaction's start), so the clocks of
-/// the replicas play no part.
-///
-/// The table (default `processed_webhook_events`, see [`TableName`]) keeps the seed's columns
-/// and adds `state`, `claim_token` and `expires_at`; create it with [`migrate`](Self::migrate)
-/// or with `migrations/postgres.sql`. Completed rows are kept until
-/// [`purge`](Self::purge) removes them (run it on an interval with
-/// [`spawn_purge`](Self::spawn_purge), or from cron).
-///
 /// ```no_run
 /// use std::time::Duration;
 /// use sangho_webhook::{SanghoWebhookLayer, signature::Secret};
@@ -147,6 +130,42 @@ impl Queries {
 /// purge.stop().await;
 /// # Ok(()) }
 /// ```
+///
+/// # How it works
+///
+/// The table (default `processed_webhook_events`, see [`TableName`]) keeps the seed's columns
+/// and adds three; create it with [`migrate`](Self::migrate) or `migrations/postgres.sql`:
+///
+/// | column | meaning |
+/// | --- | --- |
+/// | `event_id`, `event_type` | the event (primary key, and its type for operators) |
+/// | `processed_at` | when the event was last claimed: the arrival of the delivery that processed it (indexed, for the purge) |
+/// | `state` | `in_flight` or `completed` |
+/// | `claim_token` | the owner of the claim |
+/// | `expires_at` | in flight: the end of the lease; completed: the end of the retention |
+///
+/// Each operation is one statement, so one round trip:
+///
+/// - **claim**: `INSERT … ON CONFLICT (event_id) DO UPDATE … WHERE <the row's expiry has
+///   passed> RETURNING …`, wrapped in a CTE that tells a completed event from one in flight in
+///   the same statement. Atomic and race-free: among any number of concurrent claims of one
+///   event, exactly one is acquired.
+/// - **complete**: an `UPDATE` of `state` and `expires_at`, only if the row is in flight and
+///   owned by the token. No index covers those columns and the table's fillfactor leaves room,
+///   so it is a HOT update: no index is written.
+/// - **release**: a `DELETE` of the row, only if it is in flight and owned by the token.
+///
+/// Completions are durable as the session commits them (by default: flushed to disk before
+/// `complete` returns). Claims and releases are committed asynchronously by default, which
+/// only a crash of the database server can tell apart (a lost claim acts as an expired lease):
+/// see [`with_synchronous_claims`](Self::with_synchronous_claims).
+///
+/// Every timestamp is the database's `statement_timestamp()` (the time the statement
+/// started, the same for the whole statement, never the transaction's start), so the clocks of
+/// the replicas play no part.
+///
+/// Rows stay until [`purge`](Self::purge) removes them (run it on an interval with
+/// [`spawn_purge`](Self::spawn_purge), or from cron).
 #[derive(Debug, Clone)]
 pub struct PostgresStore {
     pool: PgPool,
@@ -273,14 +292,25 @@ impl PostgresStore {
         self.table.schema(SCHEMA)
     }
 
-    /// Creates the table and its indexes if they are missing, and adds the store's columns to a
+    /// Creates the table and its index if they are missing, and adds the store's columns to a
     /// table created with the seed's schema. Safe to call on every start, from several replicas
-    /// at once (they take turns on an advisory lock).
+    /// at once (they take turns on an advisory lock); once the table is up to date it only
+    /// reads the catalog, so it never waits for (or holds up) the traffic on the table.
     ///
     /// # Errors
     ///
     /// [`Error::Database`] if the database refuses (e.g. no `CREATE` privilege).
     pub async fn migrate(&self) -> Result<(), Error> {
+        let up_to_date = || async {
+            sqlx::query_scalar::<_, bool>(UP_TO_DATE)
+                .bind(self.table.as_str())
+                .bind(self.table.index_name())
+                .fetch_one(&self.pool)
+                .await
+        };
+        if up_to_date().await? {
+            return Ok(());
+        }
         let mut transaction = self.pool.begin().await?;
         transaction.execute(MIGRATION_LOCK).await?;
         // "already exists, skipping" notices are the normal case: keep them out of the logs.
@@ -294,17 +324,21 @@ impl PostgresStore {
         Ok(())
     }
 
-    /// Deletes the completed events processed more than `retention` ago, and the claims whose
-    /// lease has expired (their owner is gone; the next delivery would take them over anyway).
-    /// Answers how many rows it deleted. Live claims and recent completions are kept.
+    /// Deletes the rows claimed more than `retention` ago (their `processed_at`), except
+    /// a claim whose lease still runs: the completed events past the retention, and the
+    /// abandoned claims (their owner is gone) once they are that old. Answers how many rows it
+    /// deleted. It scans the `processed_at` index, and runs as one statement.
     ///
-    /// Pass at least the provider's redelivery window (48 hours); the layer's default retention
-    /// is 72 hours. The same, as plain SQL for cron (`psql -c`), for the default table:
+    /// An abandoned claim younger than the retention stays until then: it is harmless, the
+    /// next delivery of its event takes it over. Pass at least the provider's redelivery
+    /// window (48 hours) as the retention; the layer's default is 72 hours.
+    ///
+    /// The same, as plain SQL for cron (`psql -c`), for the default table:
     ///
     /// ```sql
     /// DELETE FROM processed_webhook_events
-    /// WHERE (state = 'completed' AND processed_at < CAST(now() - INTERVAL '72 hours' AS TIMESTAMP))
-    ///    OR (state = 'in_flight' AND expires_at <= now());
+    /// WHERE processed_at < CAST(now() - INTERVAL '72 hours' AS TIMESTAMP)
+    ///   AND (state = 'completed' OR expires_at <= now());
     /// ```
     ///
     /// # Errors

@@ -34,20 +34,22 @@ ON CONFLICT (event_id) DO UPDATE SET
     expires_at = CASE WHEN e.expires_at <= {now} THEN excluded.expires_at ELSE e.expires_at END
 RETURNING state, claim_token";
 
+/// Leaves `processed_at` (and so its index) alone.
 const COMPLETE: &str = "\
 UPDATE {table}
 SET state = 'completed',
-    processed_at = strftime('%Y-%m-%d %H:%M:%f', 'now'),
     expires_at = {now} + ?3
 WHERE event_id = ?1 AND state = 'in_flight' AND claim_token = ?2";
 
 const RELEASE: &str = "\
 DELETE FROM {table} WHERE event_id = ?1 AND state = 'in_flight' AND claim_token = ?2";
 
+/// Every row claimed more than the retention ago, but a live claim; through the
+/// `processed_at` index.
 const PURGE: &str = "\
 DELETE FROM {table}
-WHERE (state = 'completed' AND processed_at < strftime('%Y-%m-%d %H:%M:%f', 'now', ?1))
-   OR (state = 'in_flight' AND expires_at <= {now})";
+WHERE processed_at < strftime('%Y-%m-%d %H:%M:%f', 'now', ?1)
+  AND (state = 'completed' OR expires_at <= {now})";
 
 /// SQLite's current time in Unix milliseconds.
 const NOW: &str = "CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)";
@@ -75,10 +77,15 @@ impl Queries {
 /// The idempotency store over SQLite (feature `sqlite`): durable and embedded, for one server
 /// (or several processes on one machine sharing the database file).
 ///
-/// Each operation is one statement: **claim** is `INSERT … ON CONFLICT (event_id) DO UPDATE …
-/// RETURNING …` (the row is taken over only if its expiry has passed; `RETURNING` tells
-/// acquired, completed and in flight apart), **complete** an owner-checked `UPDATE`,
-/// **release** an owner-checked `DELETE`. SQLite runs one writer at a time, so a claim is
+/// The table keeps the seed's columns (`event_id`, `event_type`, `processed_at`: when the event
+/// was last claimed, indexed for the purge) and adds `state` (`in_flight` or `completed`),
+/// `claim_token` (the owner of a claim) and `expires_at` (the end of the lease, or of the
+/// retention once completed; Unix milliseconds); create it with
+/// [`migrate`](Self::migrate) or `migrations/sqlite.sql`. Each operation is one statement:
+/// **claim** is `INSERT … ON CONFLICT (event_id) DO UPDATE … RETURNING …` (the row is taken
+/// over only if its expiry has passed; `RETURNING` tells acquired, completed and in flight
+/// apart), **complete** an owner-checked `UPDATE` of `state` and `expires_at`, **release** an
+/// owner-checked `DELETE`. SQLite runs one writer at a time, so a claim is
 /// atomic: among concurrent claims of one event exactly one is acquired. Timestamps come from
 /// SQLite's clock (`'now'`, fixed for the duration of a statement), i.e. this machine's.
 ///
@@ -249,7 +256,7 @@ impl SqliteStore {
     }
 
     /// Switches the database file to WAL mode (when it is a file), then creates the table and
-    /// its indexes if they are missing. Safe to call on every start.
+    /// its index if they are missing. Safe to call on every start.
     ///
     /// # Errors
     ///
@@ -267,17 +274,22 @@ impl SqliteStore {
         Ok(())
     }
 
-    /// Deletes the completed events processed more than `retention` ago, and the claims whose
-    /// lease has expired (their owner is gone; the next delivery would take them over anyway).
-    /// Answers how many rows it deleted. Live claims and recent completions are kept.
+    /// Deletes the rows claimed more than `retention` ago (their `processed_at`), except a
+    /// claim whose lease still runs: the completed events past the retention, and the
+    /// abandoned claims (their owner is gone) once they are that old. Answers how many rows it
+    /// deleted. It scans the `processed_at` index, and runs as one statement.
     ///
-    /// Pass at least the provider's redelivery window (48 hours); the layer's default retention
-    /// is 72 hours. The same, as plain SQL for cron (`sqlite3 FILE "…"`), for the default table:
+    /// An abandoned claim younger than the retention stays until then: it is harmless, the
+    /// next delivery of its event takes it over. Pass at least the provider's redelivery
+    /// window (48 hours) as the retention; the layer's default is 72 hours.
+    ///
+    /// The same, as plain SQL for cron (`sqlite3 FILE "…"`), for the default table:
     ///
     /// ```sql
     /// DELETE FROM processed_webhook_events
-    /// WHERE (state = 'completed' AND processed_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-72 hours'))
-    ///    OR (state = 'in_flight' AND expires_at <= CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER));
+    /// WHERE processed_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-72 hours')
+    ///   AND (state = 'completed'
+    ///        OR expires_at <= CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER));
     /// ```
     ///
     /// # Errors

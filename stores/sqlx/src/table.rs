@@ -5,7 +5,7 @@ use crate::Error;
 /// The name of the table a store uses: a plain SQL identifier, checked once when it is set.
 ///
 /// 1 to 46 characters of ASCII letters, digits and `_`, not starting with a digit, so that it
-/// can be written into SQL unquoted and the index names derived from it (at most 63 characters)
+/// can be written into SQL unquoted and the index name derived from it (at most 63 characters)
 /// stay within PostgreSQL's limit. Like every unquoted identifier it is case-insensitive
 /// (PostgreSQL folds it to lower case). To put the table in another schema, set the
 /// connection's `search_path`.
@@ -52,29 +52,20 @@ impl TableName {
         &self.0
     }
 
-    /// The names of the two indexes: the seed's `idx_webhook_processed_at` (and
-    /// `idx_webhook_open_claims`) for the default table, `<table>_processed_at_idx` (and
-    /// `<table>_open_claims_idx`) for any other.
-    pub(crate) fn index_names(&self) -> (String, String) {
+    /// The name of the `processed_at` index: the seed's `idx_webhook_processed_at` for the
+    /// default table, `<table>_processed_at_idx` for any other.
+    pub(crate) fn index_name(&self) -> String {
         if &*self.0 == Self::DEFAULT {
-            (
-                "idx_webhook_processed_at".to_owned(),
-                "idx_webhook_open_claims".to_owned(),
-            )
+            "idx_webhook_processed_at".to_owned()
         } else {
-            (
-                format!("{}_processed_at_idx", self.0),
-                format!("{}_open_claims_idx", self.0),
-            )
+            format!("{}_processed_at_idx", self.0)
         }
     }
 
     /// The migration `script` (written for the default table) for this table.
     pub(crate) fn schema(&self, script: &str) -> String {
-        let (processed_at, open_claims) = self.index_names();
         script
-            .replace("idx_webhook_processed_at", &processed_at)
-            .replace("idx_webhook_open_claims", &open_claims)
+            .replace("idx_webhook_processed_at", &self.index_name())
             .replace(Self::DEFAULT, self.as_str())
     }
 
@@ -148,7 +139,6 @@ mod tests {
         let schema = custom.schema(include_str!("../migrations/postgres.sql"));
         assert!(schema.contains("CREATE TABLE IF NOT EXISTS shop_events ("));
         assert!(schema.contains("shop_events_processed_at_idx"));
-        assert!(schema.contains("shop_events_open_claims_idx"));
         assert!(!schema.contains("processed_webhook_events"));
         assert!(!schema.contains("idx_webhook"));
     }

@@ -139,7 +139,7 @@ async fn completed_event_is_a_duplicate_after_the_pool_is_reopened() {
 
 #[tokio::test]
 #[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
-async fn purge_removes_exactly_old_completions_and_expired_claims() {
+async fn purge_removes_exactly_old_completions_and_old_abandoned_claims() {
     let store = postgres_store("purge", 4).await;
     let table = store.table().as_str().to_owned();
     let backdate = |id: String| {
@@ -155,7 +155,8 @@ async fn purge_removes_exactly_old_completions_and_expired_claims() {
         }
     };
 
-    // Removed: a completion four days old, a seed-style row four days old, an expired claim.
+    // Removed: a completion four days old, a seed-style row four days old, a claim abandoned
+    // four days ago.
     let old = unique_event_id("old");
     let token = acquire(&*store, &old, LONG).await;
     assert!(store.complete(&old, &token, LONG).await.unwrap());
@@ -171,8 +172,10 @@ async fn purge_removes_exactly_old_completions_and_expired_claims() {
     .unwrap();
     let abandoned = unique_event_id("abandoned");
     acquire(&*store, &abandoned, Duration::from_millis(10)).await;
+    backdate(abandoned.clone()).await;
 
-    // Kept: a recent completion, a recent seed-style row, a live claim (even an old one).
+    // Kept: a recent completion, a recent seed-style row, a live claim (even an old one), a
+    // claim abandoned recently (the next delivery takes it over).
     let recent = unique_event_id("recent");
     let token = acquire(&*store, &recent, LONG).await;
     assert!(store.complete(&recent, &token, LONG).await.unwrap());
@@ -190,6 +193,8 @@ async fn purge_removes_exactly_old_completions_and_expired_claims() {
     let live_old = unique_event_id("liveold");
     acquire(&*store, &live_old, LONG).await;
     backdate(live_old.clone()).await;
+    let abandoned_recently = unique_event_id("abandonnew");
+    acquire(&*store, &abandoned_recently, Duration::from_millis(10)).await;
 
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(
@@ -203,7 +208,10 @@ async fn purge_removes_exactly_old_completions_and_expired_claims() {
             .await
             .unwrap();
     let left: BTreeSet<String> = rows.into_iter().map(|(id,)| id).collect();
-    assert_eq!(left, BTreeSet::from([recent, seed_recent, live, live_old]));
+    assert_eq!(
+        left,
+        BTreeSet::from([recent, seed_recent, live, live_old, abandoned_recently])
+    );
     assert_eq!(
         store.purge(Duration::from_secs(72 * 3600)).await.unwrap(),
         0
@@ -214,11 +222,13 @@ async fn purge_removes_exactly_old_completions_and_expired_claims() {
 #[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
 async fn purge_task_purges_until_stopped() {
     let store = postgres_store("task", 2).await;
-    let abandoned = unique_event_id("abandoned");
-    acquire(&*store, &abandoned, Duration::from_millis(1)).await;
+    let done = unique_event_id("done");
+    let token = acquire(&*store, &done, LONG).await;
+    assert!(store.complete(&done, &token, LONG).await.unwrap());
     tokio::time::sleep(Duration::from_millis(20)).await;
 
-    let task = store.spawn_purge(LONG, Duration::from_millis(50));
+    // A zero retention: every completed row is old enough.
+    let task = store.spawn_purge(Duration::ZERO, Duration::from_millis(50));
     let count = format!("SELECT count(*) FROM {}", store.table());
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
@@ -265,6 +275,18 @@ async fn migrate_upgrades_a_seed_table_and_keeps_its_events() {
     let store = PostgresStore::new(pool).with_table_name(&table).unwrap();
     store.migrate().await.unwrap();
     store.migrate().await.expect("migrate runs again");
+    let (options,): (Vec<String>,) = sqlx::query_as(
+        "SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = to_regclass($1)",
+    )
+    .bind(&table)
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    assert_eq!(
+        options,
+        vec!["fillfactor=70".to_owned()],
+        "room for HOT completions"
+    );
     assert_eq!(
         store.claim("evt_seed", TYPE, LONG).await.unwrap(),
         Claim::Completed

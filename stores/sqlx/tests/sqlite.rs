@@ -120,7 +120,7 @@ async fn migrate_switches_a_plain_pool_to_wal_and_runs_again() {
 }
 
 #[tokio::test]
-async fn purge_removes_exactly_old_completions_and_expired_claims() {
+async fn purge_removes_exactly_old_completions_and_old_abandoned_claims() {
     let store = sqlite_store(4).await;
     let table = store.table().as_str().to_owned();
     let backdate = |id: String| {
@@ -150,7 +150,8 @@ async fn purge_removes_exactly_old_completions_and_expired_claims() {
         }
     };
 
-    // Removed: a completion four days old, a seed-style row four days old, an expired claim.
+    // Removed: a completion four days old, a seed-style row four days old, a claim abandoned
+    // four days ago.
     let old = unique_event_id("old");
     let token = acquire(&*store, &old, LONG).await;
     assert!(store.complete(&old, &token, LONG).await.unwrap());
@@ -159,8 +160,10 @@ async fn purge_removes_exactly_old_completions_and_expired_claims() {
     insert_seed_row(seed_old.clone(), "-4 days").await;
     let abandoned = unique_event_id("abandoned");
     acquire(&*store, &abandoned, Duration::from_millis(10)).await;
+    backdate(abandoned.clone()).await;
 
-    // Kept: a recent completion, a recent seed-style row, a live claim (even an old one).
+    // Kept: a recent completion, a recent seed-style row, a live claim (even an old one), a
+    // claim abandoned recently (the next delivery takes it over).
     let recent = unique_event_id("recent");
     let token = acquire(&*store, &recent, LONG).await;
     assert!(store.complete(&recent, &token, LONG).await.unwrap());
@@ -171,6 +174,8 @@ async fn purge_removes_exactly_old_completions_and_expired_claims() {
     let live_old = unique_event_id("liveold");
     acquire(&*store, &live_old, LONG).await;
     backdate(live_old.clone()).await;
+    let abandoned_recently = unique_event_id("abandonnew");
+    acquire(&*store, &abandoned_recently, Duration::from_millis(10)).await;
 
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(
@@ -186,7 +191,13 @@ async fn purge_removes_exactly_old_completions_and_expired_claims() {
     let left: BTreeSet<String> = rows.into_iter().map(|(id,)| id).collect();
     assert_eq!(
         left,
-        BTreeSet::from([recent, seed_recent.clone(), live, live_old])
+        BTreeSet::from([
+            recent,
+            seed_recent.clone(),
+            live,
+            live_old,
+            abandoned_recently
+        ])
     );
     assert_eq!(
         store.purge(Duration::from_secs(72 * 3600)).await.unwrap(),
@@ -202,11 +213,13 @@ async fn purge_removes_exactly_old_completions_and_expired_claims() {
 #[tokio::test]
 async fn purge_task_purges_until_stopped() {
     let store = sqlite_store(2).await;
-    let abandoned = unique_event_id("abandoned");
-    acquire(&*store, &abandoned, Duration::from_millis(1)).await;
+    let done = unique_event_id("done");
+    let token = acquire(&*store, &done, LONG).await;
+    assert!(store.complete(&done, &token, LONG).await.unwrap());
     tokio::time::sleep(Duration::from_millis(20)).await;
 
-    let task = store.spawn_purge(LONG, Duration::from_millis(50));
+    // A zero retention: every completed row is old enough.
+    let task = store.spawn_purge(Duration::ZERO, Duration::from_millis(50));
     let count = format!("SELECT count(*) FROM {}", store.table());
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {

@@ -34,10 +34,25 @@ pub fn postgres_url() -> String {
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
 }
 
-/// A table name no other test or run uses: `sangho_t_<label>_<random>`.
+/// A table name no other test or run uses: `sangho_t_<label>_<16 hex digits>`.
 pub fn unique_table(label: &str) -> String {
-    let random = ClaimToken::generate();
-    format!("sangho_t_{label}_{}", &random.as_str()[..16])
+    format!("sangho_t_{label}_{:016x}", unique())
+}
+
+/// 64 bits that differ on every call, in every process: std's randomly keyed hasher over the
+/// process id, a counter and the time.
+pub fn unique() -> u64 {
+    use std::{
+        hash::{BuildHasher, RandomState},
+        sync::atomic::{AtomicU64, Ordering},
+        time::SystemTime,
+    };
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    RandomState::new().hash_one((
+        std::process::id(),
+        CALLS.fetch_add(1, Ordering::Relaxed),
+        SystemTime::now(),
+    ))
 }
 
 /// A store that owns a test table or file, and drops it with the last clone.
