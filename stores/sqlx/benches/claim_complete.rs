@@ -3,6 +3,9 @@
 //! id, then `INSERT … ON CONFLICT (event_id) DO NOTHING` (two round trips, and racy: that is
 //! what the store fixes). Side by side, one criterion group per database.
 //!
+//! For PostgreSQL, a third line shows the store with durable claims
+//! (`with_synchronous_claims(true)`: two flushed commits per event instead of one).
+//!
 //! `cargo bench -p sangho-webhook-sqlx` (PostgreSQL from `SANGHO_TEST_POSTGRES_URL`, default
 //! `postgres://postgres@127.0.0.1:5432/test`, skipped when unreachable; SQLite in a temporary
 //! file). Each variant writes to a table of its own, created for the run and dropped after it.
@@ -111,7 +114,7 @@ fn compare<DB, S>(
     c: &mut Criterion,
     runtime: &Runtime,
     name: &str,
-    store: S,
+    stores: Vec<(&str, S)>,
     pool: Pool<DB>,
     raw_table: &str,
 ) where
@@ -151,17 +154,19 @@ fn compare<DB, S>(
             })
         });
     });
-    group.bench_function("store_claim_then_complete", |b| {
-        b.to_async(runtime).iter_custom(|iters| {
-            let store = store.clone();
-            let batch = unique();
-            concurrently(iters, move |n| {
+    for (variant, store) in stores {
+        group.bench_function(variant, |b| {
+            b.to_async(runtime).iter_custom(|iters| {
                 let store = store.clone();
-                let id = event_id(batch, n);
-                async move { through_store(&store, &id).await }
-            })
+                let batch = unique();
+                concurrently(iters, move |n| {
+                    let store = store.clone();
+                    let id = event_id(batch, n);
+                    async move { through_store(&store, &id).await }
+                })
+            });
         });
-    });
+    }
     group.finish();
 }
 
@@ -208,7 +213,12 @@ fn postgres(c: &mut Criterion, runtime: &Runtime) {
             .expect("the seed's table");
     });
 
-    compare(c, runtime, "postgres", store, pool.clone(), &raw_table);
+    let durable = store.clone().with_synchronous_claims(true);
+    let stores = vec![
+        ("store_claim_then_complete", store),
+        ("store_with_synchronous_claims", durable),
+    ];
+    compare(c, runtime, "postgres", stores, pool.clone(), &raw_table);
 
     runtime.block_on(async {
         for table in [store_table, raw_table] {
@@ -246,7 +256,8 @@ fn sqlite(c: &mut Criterion, runtime: &Runtime) {
             .expect("the seed's table");
     });
 
-    compare(c, runtime, "sqlite", store, pool.clone(), raw_table);
+    let stores = vec![("store_claim_then_complete", store)];
+    compare(c, runtime, "sqlite", stores, pool.clone(), raw_table);
     runtime.block_on(pool.close());
 }
 
