@@ -8,15 +8,21 @@
 //!   their signature is base64).
 //!
 //! ```text
-//! cargo bench --bench signature -- --warm-up-time 1 --measurement-time 3
+//! cargo bench --bench signature
 //! ```
+//!
+//! After criterion's groups, a second check runs the four side by side in turns (30 rounds,
+//! each variant timed over the same number of calls per round, in rotating order) and prints
+//! each one's fastest and median round and the ratios: on a machine shared with other work,
+//! whose load comes and goes while criterion measures one variant after the other, the
+//! interleaved minimum is the steadier ratio.
 
 use std::{
     hint::black_box,
     time::{Duration, SystemTime, UNIX_EPOCH},
 };
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group};
 use hmac::{Hmac, KeyInit, Mac};
 use http::{HeaderMap, HeaderValue};
 use sangho_webhook::{
@@ -134,5 +140,96 @@ fn signatures(c: &mut Criterion) {
     group.finish();
 }
 
+/// Times each variant in turns, `rounds` times, over `calls` calls each; prints per-call times.
+fn interleaved(label: &str, calls: u32, variants: &mut [(&str, &mut dyn FnMut() -> bool)]) {
+    const ROUNDS: usize = 30;
+    let mut times: Vec<Vec<f64>> = vec![Vec::with_capacity(ROUNDS); variants.len()];
+    for round in 0..ROUNDS {
+        for k in 0..variants.len() {
+            let index = (round + k) % variants.len();
+            let (_, run) = &mut variants[index];
+            let began = std::time::Instant::now();
+            for _ in 0..calls {
+                assert!(black_box(run()));
+            }
+            times[index].push(began.elapsed().as_secs_f64() * 1e9 / f64::from(calls));
+        }
+    }
+    let summary: Vec<(f64, f64)> = times
+        .iter_mut()
+        .map(|t| {
+            t.sort_by(f64::total_cmp);
+            (t[0], t[t.len() / 2])
+        })
+        .collect();
+    let (base_min, base_median) = summary[1];
+    for ((name, _), (min, median)) in variants.iter().zip(&summary) {
+        eprintln!(
+            "  {label:>5} {name:<16} min {min:>11.0} ns  median {median:>11.0} ns  \
+             vs raw HMAC: min {:.3}x, median {:.3}x",
+            min / base_min,
+            median / base_median,
+        );
+    }
+}
+
+/// The interleaved check (see the crate docs).
+fn interleaved_checks() {
+    eprintln!("interleaved check (per call; ratio > 1 is slower than raw HMAC-SHA256):");
+    let key = fixtures::SECRET.as_bytes();
+    let secret = Secret::new(fixtures::SECRET).expect("the fixture secret is not empty");
+    let secrets = [secret.clone()];
+    let standard = standardwebhooks::Webhook::from_bytes(key.to_vec()).expect("a key");
+    let svix = svix::webhooks::Webhook::from_bytes(key.to_vec()).expect("a key");
+    for (size, label) in SIZES {
+        let body =
+            fixtures::sized_event_body("evt_benchmark_signature", "payment_intent.succeeded", size);
+        let header = secret.sign(fixtures::NOW, &body);
+        let now = fixtures::fixed_clock();
+        let timestamp = fixtures::NOW.to_string();
+        let (_, v1) = header.split_once(",v1=").expect("t=…,v1=…");
+        let mut expected = [0u8; 32];
+        hex::decode_to_slice(v1, &mut expected).expect("hex");
+        let now_unix = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .expect("after 1970")
+            .as_secs() as i64;
+        let standard_headers = peer_headers(
+            standard.sign(MESSAGE_ID, now_unix, &body).expect("UTF-8"),
+            now_unix,
+        );
+        let svix_headers = peer_headers(
+            svix.sign(MESSAGE_ID, now_unix, &body).expect("UTF-8"),
+            now_unix,
+        );
+        let calls = u32::try_from((4 * 1024 * 1024 / size).clamp(4, 2000)).unwrap_or(4);
+        interleaved(
+            label,
+            calls,
+            &mut [
+                ("sangho_verify", &mut || {
+                    verify(&header, black_box(&body), &secrets, now, TOLERANCE).is_ok()
+                }),
+                ("raw_hmac_sha256", &mut || {
+                    raw_hmac(key, timestamp.as_bytes(), black_box(&body), &expected)
+                }),
+                ("standardwebhooks", &mut || {
+                    standard.verify(black_box(&body), &standard_headers).is_ok()
+                }),
+                ("svix", &mut || {
+                    svix.verify(black_box(&body), &svix_headers).is_ok()
+                }),
+            ],
+        );
+    }
+}
+
 criterion_group!(benches, signatures);
-criterion_main!(benches);
+
+fn main() {
+    benches();
+    if std::env::args().any(|arg| arg == "--bench") {
+        interleaved_checks();
+    }
+    Criterion::default().configure_from_args().final_summary();
+}
