@@ -57,3 +57,10 @@ pub(crate) fn milliseconds(duration: Duration) -> i64 {
     // MAX_SPAN in milliseconds fits an i64 by far.
     i64::try_from(duration.min(MAX_SPAN).as_millis()).unwrap_or(i64::MAX)
 }
+
+/// `duration` in whole microseconds, for MariaDB intervals.
+#[cfg(feature = "mysql")]
+pub(crate) fn microseconds(duration: Duration) -> i64 {
+    // MAX_SPAN in microseconds fits an i64.
+    i64::try_from(duration.min(MAX_SPAN).as_micros()).unwrap_or(i64::MAX)
+}

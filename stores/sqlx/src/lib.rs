@@ -1,5 +1,6 @@
 //! SQL idempotency stores for [`sangho_webhook`]: [`PostgresStore`] (feature `postgres`) and
-//! [`SqliteStore`] (feature `sqlite`), both on by default.
+//! [`SqliteStore`] (feature `sqlite`), both on by default, and `MariaDbStore` (feature `mysql`,
+//! MariaDB 10.5 or later).
 //!
 //! The layer remembers each event it processed in a table that keeps the seed's schema
 //! (`event_id VARCHAR(50) PRIMARY KEY, event_type VARCHAR(100) NOT NULL, processed_at
@@ -54,8 +55,15 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
+// Without a database feature the crate has no store, and its helpers no caller.
+#![cfg_attr(
+    not(any(feature = "postgres", feature = "sqlite", feature = "mysql")),
+    allow(dead_code)
+)]
 
 mod error;
+#[cfg(feature = "mysql")]
+mod mysql;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod purge;
@@ -64,6 +72,8 @@ mod sqlite;
 mod table;
 
 pub use error::Error;
+#[cfg(feature = "mysql")]
+pub use mysql::MariaDbStore;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
 pub use purge::{Purge, PurgeTask};

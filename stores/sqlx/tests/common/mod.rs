@@ -66,6 +66,9 @@ pub struct TestStore<S> {
 enum Cleanup {
     /// Drop this PostgreSQL table.
     Table(String),
+    /// Drop this MariaDB table.
+    #[cfg(feature = "mysql")]
+    MariaDbTable(String),
     /// Delete this directory (the SQLite files).
     Dir(tempfile::TempDir),
 }
@@ -79,10 +82,72 @@ impl<S> Deref for TestStore<S> {
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        if let Cleanup::Table(table) = self {
-            drop_table(table.clone());
+        match self {
+            Cleanup::Table(table) => drop_table(table.clone()),
+            #[cfg(feature = "mysql")]
+            Cleanup::MariaDbTable(table) => drop_mariadb_table(table.clone()),
+            Cleanup::Dir(_) => {}
         }
     }
+}
+
+/// The MariaDB server of the tests: `SANGHO_TEST_MYSQL_URL`, or the local default.
+#[cfg(feature = "mysql")]
+pub fn mariadb_url() -> String {
+    std::env::var("SANGHO_TEST_MYSQL_URL")
+        .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".to_owned())
+}
+
+/// Drops the MariaDB `table`, as [`drop_table`] does for PostgreSQL.
+#[cfg(feature = "mysql")]
+pub fn drop_mariadb_table(table: String) {
+    use sangho_webhook_sqlx::sqlx::mysql::MySqlConnection;
+    let dropped = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime for the cleanup");
+        runtime.block_on(async move {
+            let mut connection = MySqlConnection::connect(&mariadb_url()).await?;
+            sqlx::raw_sql(AssertSqlSafe(format!("DROP TABLE IF EXISTS {table}")))
+                .execute(&mut connection)
+                .await?;
+            connection.close().await
+        })
+    })
+    .join();
+    if !matches!(dropped, Ok(Ok(()))) {
+        eprintln!("could not drop a test table: {dropped:?}");
+    }
+}
+
+/// A migrated MariaDB store on a fresh table, over a pool of `connections`.
+#[cfg(feature = "mysql")]
+pub async fn mariadb_store(
+    label: &str,
+    connections: u32,
+) -> TestStore<sangho_webhook_sqlx::MariaDbStore> {
+    let table = unique_table(label);
+    let store = mariadb_store_on(&table, connections).await;
+    store.migrate().await.expect("migrate");
+    TestStore {
+        store,
+        cleanup: Cleanup::MariaDbTable(table),
+    }
+}
+
+/// A MariaDB store on `table` (not migrated), over a new pool of `connections`.
+#[cfg(feature = "mysql")]
+pub async fn mariadb_store_on(table: &str, connections: u32) -> sangho_webhook_sqlx::MariaDbStore {
+    let pool = sangho_webhook_sqlx::sqlx::mysql::MySqlPoolOptions::new()
+        .max_connections(connections)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect(&mariadb_url())
+        .await
+        .expect("MariaDB is reachable (set SANGHO_TEST_MYSQL_URL)");
+    sangho_webhook_sqlx::MariaDbStore::new(pool)
+        .with_table_name(table)
+        .expect("a valid table name")
 }
 
 /// Drops `table` from a fresh connection on a thread of its own (this runs in `Drop`, maybe
