@@ -6,6 +6,9 @@
 //! For PostgreSQL, a third line shows the store with durable claims
 //! (`with_synchronous_claims(true)`: two flushed commits per event instead of one).
 //!
+//! After each criterion group, an interleaved comparison (the variants take turns, round after
+//! round) prints medians and throughput ratios that a busy, shared machine disturbs less.
+//!
 //! `cargo bench -p sangho-webhook-sqlx` (PostgreSQL from `SANGHO_TEST_POSTGRES_URL`, default
 //! `postgres://postgres@127.0.0.1:5432/test`, skipped when unreachable; SQLite in a temporary
 //! file). Each variant writes to a table of its own, created for the run and dropped after it.
@@ -31,6 +34,9 @@ use sangho_webhook_sqlx::{
 use tokio::runtime::Runtime;
 
 const CONCURRENCY: u64 = 32;
+/// Rounds of the interleaved comparison, and operations per round and variant.
+const ROUNDS: usize = 15;
+const ROUND_OPS: u64 = 1_000;
 const LEASE: Duration = Duration::from_secs(30);
 const RETENTION: Duration = Duration::from_secs(3600);
 const TYPE: &str = "payment_intent.succeeded";
@@ -154,8 +160,8 @@ fn compare<DB, S>(
             })
         });
     });
-    for (variant, store) in stores {
-        group.bench_function(variant, |b| {
+    for (variant, store) in &stores {
+        group.bench_function(*variant, |b| {
             b.to_async(runtime).iter_custom(|iters| {
                 let store = store.clone();
                 let batch = unique();
@@ -168,6 +174,46 @@ fn compare<DB, S>(
         });
     }
     group.finish();
+
+    // The same, interleaved: rounds of ROUND_OPS operations, the variants taking turns, so
+    // that the load of a shared machine falls on all of them alike; medians per variant.
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); stores.len() + 1];
+    for _ in 0..ROUNDS {
+        let (pool, select, insert) = (pool.clone(), select.clone(), insert.clone());
+        let batch = unique();
+        times[0].push(runtime.block_on(concurrently(ROUND_OPS, move |n| {
+            let (pool, select, insert) = (pool.clone(), select.clone(), insert.clone());
+            let id = event_id(batch, n);
+            async move { by_hand(&pool, &select, &insert, &id).await }
+        })));
+        for (variant, (_, store)) in stores.iter().enumerate() {
+            let (store, batch) = (store.clone(), unique());
+            times[variant + 1].push(runtime.block_on(concurrently(ROUND_OPS, move |n| {
+                let store = store.clone();
+                let id = event_id(batch, n);
+                async move { through_store(&store, &id).await }
+            })));
+        }
+    }
+    let per_op: Vec<f64> = times
+        .iter_mut()
+        .map(|rounds| {
+            rounds.sort();
+            rounds[rounds.len() / 2].as_secs_f64() * 1e6 / ROUND_OPS as f64
+        })
+        .collect();
+    println!(
+        "{name} interleaved ({ROUNDS} rounds of {ROUND_OPS}, {CONCURRENCY} concurrent, medians): \
+         raw_select_then_insert_on_conflict {:.1} µs/op",
+        per_op[0]
+    );
+    for (variant, (label, _)) in stores.iter().enumerate() {
+        println!(
+            "{name} interleaved: {label} {:.1} µs/op, throughput {:.2}x the raw recipe's",
+            per_op[variant + 1],
+            per_op[0] / per_op[variant + 1]
+        );
+    }
 }
 
 /// The seed's schema, for the raw recipe's table.
