@@ -3,6 +3,8 @@
 //! - `layer/new_event`: a fresh, validly signed event (unique id, signed outside the timed
 //!   part): body buffering, verification, parsing, claim, handler, completion;
 //! - `layer/duplicate`: the same delivery again: answered from the store, handler not called;
+//! - `layer/new_event_null_store`: the same with a store that acquires every claim at once and
+//!   records nothing: the layer's own cost, without a store's;
 //! - `layer/rejected_signature`: a well-formed header whose `v1` does not match: 400 after
 //!   the HMAC;
 //! - `unavoidable_work`: HMAC-SHA256 of `"<t>." + body` (`hmac` + `sha2`, keyed per call, tag
@@ -33,7 +35,7 @@ use http_body_util::Full;
 use sangho_webhook::{
     SanghoWebhookLayer,
     signature::Secret,
-    store::{Claim, IdempotencyStore, MokaStore},
+    store::{Claim, ClaimToken, IdempotencyStore, MokaStore, StoreError},
     testing::{Delivery, fixtures},
 };
 use serde::Deserialize;
@@ -50,6 +52,26 @@ struct Needed<'a> {
     id: std::borrow::Cow<'a, str>,
     #[serde(rename = "type", borrow)]
     event_type: std::borrow::Cow<'a, str>,
+}
+
+/// A store that acquires every claim at once and records nothing.
+struct NullStore {
+    token: ClaimToken,
+}
+
+#[async_trait::async_trait]
+impl IdempotencyStore for NullStore {
+    async fn claim(&self, _: &str, _: &str, _: Duration) -> Result<Claim, StoreError> {
+        Ok(Claim::Acquired(self.token.clone()))
+    }
+
+    async fn complete(&self, _: &str, _: &ClaimToken, _: Duration) -> Result<bool, StoreError> {
+        Ok(true)
+    }
+
+    async fn release(&self, _: &str, _: &ClaimToken) -> Result<bool, StoreError> {
+        Ok(true)
+    }
 }
 
 /// The handler: answers 200 at once.
@@ -88,6 +110,32 @@ fn layer(c: &mut Criterion) {
             },
             |request| {
                 let service = service.clone();
+                async move {
+                    let response = service.oneshot(request).await.expect("infallible");
+                    debug_assert_eq!(response.status(), StatusCode::OK);
+                    response
+                }
+            },
+            BatchSize::SmallInput,
+        )
+    });
+
+    let null_store = SanghoWebhookLayer::new(
+        secret.clone(),
+        NullStore {
+            token: ClaimToken::generate(),
+        },
+    )
+    .with_clock(fixtures::fixed_clock)
+    .layer(service_fn(handler));
+    group.bench_function("layer/new_event_null_store", |b| {
+        b.to_async(&runtime).iter_batched(
+            || {
+                let id = format!("evt_bench_{}", next_id.fetch_add(1, Ordering::Relaxed));
+                delivery(&secret, &id).into_request()
+            },
+            |request| {
+                let service = null_store.clone();
                 async move {
                     let response = service.oneshot(request).await.expect("infallible");
                     debug_assert_eq!(response.status(), StatusCode::OK);
