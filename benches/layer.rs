@@ -281,11 +281,13 @@ where
     })
 }
 
+type Requests = Vec<Request<Full<Bytes>>>;
+
 /// One case of the interleaved check: prepares its inputs, then runs them (timed).
 struct Case<'a> {
     name: &'static str,
-    prepare: Box<dyn FnMut(usize) -> Vec<Request<Full<Bytes>>> + 'a>,
-    run: Box<dyn FnMut(Vec<Request<Full<Bytes>>>) + 'a>,
+    prepare: Box<dyn FnMut(usize) -> Requests + 'a>,
+    run: Box<dyn FnMut(Requests) + 'a>,
 }
 
 /// The interleaved check (see the crate docs).
@@ -334,7 +336,7 @@ fn interleaved_check() {
     let mut tag = [0u8; 32];
     hex::decode_to_slice(v1, &mut tag).expect("hex");
 
-    let mut cases = vec![
+    let mut cases = [
         Case {
             name: "unavoidable_work",
             prepare: Box::new(|n| (0..n).map(|_| duplicate.clone().into_request()).collect()),
