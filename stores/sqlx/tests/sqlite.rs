@@ -285,3 +285,15 @@ async fn tables_in_one_file_are_independent() {
     assert!(first.complete("evt_1", &token, LONG).await.unwrap());
     acquire(&second, "evt_1", LONG).await;
 }
+
+#[tokio::test]
+async fn connect_accepts_the_mode_parameter() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rwc.db");
+    let store = SqliteStore::connect(&format!("sqlite://{}?mode=rwc", path.display()))
+        .await
+        .unwrap();
+    store.migrate().await.unwrap();
+    acquire(&store, "evt_1", LONG).await;
+    assert!(path.exists());
+}
