@@ -6,8 +6,6 @@
 //! `mysql://root@127.0.0.1:3306/test`). Each test works in a table of its own, dropped when it
 //! ends.
 
-#![cfg(feature = "mysql")]
-
 mod common;
 
 use std::{
