@@ -228,7 +228,14 @@ criterion_group!(benches, signatures);
 
 fn main() {
     benches();
-    if std::env::args().any(|arg| arg == "--bench") {
+    // Only in a plain `cargo bench` run: not under `cargo test --benches`, not with
+    // criterion's `--profile-time` (for profilers) or `--list`.
+    let args: Vec<String> = std::env::args().collect();
+    let plain_bench = args.iter().any(|arg| arg == "--bench")
+        && !args
+            .iter()
+            .any(|arg| arg == "--profile-time" || arg == "--list");
+    if plain_bench {
         interleaved_checks();
     }
     Criterion::default().configure_from_args().final_summary();
