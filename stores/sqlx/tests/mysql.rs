@@ -25,33 +25,9 @@ use sangho_webhook_sqlx::{
     sqlx::{self, AssertSqlSafe, mysql::MySqlPoolOptions},
 };
 
-// See tests/postgres.rs: the suite's macro cannot take an `#[ignore]` yet.
-macro_rules! conformance {
-    ($($check:ident),* $(,)?) => {$(
-        #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-        #[ignore = "needs MariaDB: run with --features mysql -- --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
-        async fn $check() {
-            let store: Arc<dyn IdempotencyStore> = Arc::new(mariadb_store("conf", 16).await);
-            sangho_webhook::testing::conformance::$check(store).await;
-        }
-    )*};
-}
-
-conformance!(
-    first_claim_acquires,
-    second_claim_while_leased_is_in_flight,
-    completed_event_is_completed,
-    completed_event_outlives_the_lease,
-    complete_with_wrong_token_changes_nothing,
-    release_with_wrong_token_changes_nothing,
-    released_event_is_acquired_again,
-    release_after_complete_changes_nothing,
-    settling_an_unknown_event_changes_nothing,
-    expired_lease_is_taken_over,
-    completed_event_is_forgotten_after_retention,
-    events_are_independent,
-    concurrent_claims_yield_exactly_one_acquired,
-    concurrent_deliveries_run_the_handler_once,
+sangho_webhook::idempotency_store_conformance!(
+    #[ignore = "needs MariaDB: run with --features mysql -- --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+    => async { mariadb_store("conf", 16).await }
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
