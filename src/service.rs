@@ -7,7 +7,7 @@ use std::{
 };
 
 use bytes::Bytes;
-use http::{HeaderMap, Request, Response, header};
+use http::{HeaderMap, HeaderName, Request, Response, header};
 use http_body::Body;
 use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use tower_service::Service;
@@ -26,6 +26,10 @@ use crate::{
 pub const SIGNATURE_HEADER: &str = "sangho-signature";
 /// The header carrying the event id (not signed: it must agree with the body's `id`).
 pub const EVENT_ID_HEADER: &str = "sangho-event-id";
+
+// The names as `HeaderName`s: a lookup by `&str` parses the name on every request.
+static SIGNATURE_NAME: HeaderName = HeaderName::from_static(SIGNATURE_HEADER);
+static EVENT_ID_NAME: HeaderName = HeaderName::from_static(EVENT_ID_HEADER);
 
 type BoxError = Box<dyn StdError + Send + Sync>;
 
@@ -157,8 +161,8 @@ where
     let body = read_body(headers, body, config.max_body_size).await?;
 
     let signature = headers
-        .get(SIGNATURE_HEADER)
-        .filter(|_| headers.get_all(SIGNATURE_HEADER).iter().count() == 1)
+        .get(&SIGNATURE_NAME)
+        .filter(|_| headers.get_all(&SIGNATURE_NAME).iter().count() == 1)
         .and_then(|value| value.to_str().ok())
         .ok_or(RejectionKind::MalformedSignature)?;
     signature::verify(
@@ -174,7 +178,7 @@ where
     span.record("event_id", event.id());
     span.record("event_type", event.event_type());
 
-    if let Some(header_id) = headers.get(EVENT_ID_HEADER) {
+    if let Some(header_id) = headers.get(&EVENT_ID_NAME) {
         if header_id.as_bytes() != event.id().as_bytes() {
             return Err(RejectionKind::EventIdMismatch);
         }
