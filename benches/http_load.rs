@@ -1,5 +1,8 @@
 //! HTTP load harness: the same axum app without and with `SanghoWebhookLayer`, on loopback,
-//! driven by the same keep-alive load, one after the other in one run.
+//! driven by the same keep-alive load, one after the other in one run. A third variant does
+//! the unavoidable work by hand in the handler (reads the body, checks the timestamp and the
+//! HMAC, parses `id` and `type`; no deduplication), to tell the cost of verification from the
+//! cost of the idempotency store.
 //!
 //! Each variant runs 5 rounds, the variants taking turns (so that background load on a shared
 //! machine falls on all of them alike); each round is a fresh server and store, 64 HTTP/1.1
@@ -88,11 +91,76 @@ async fn handle(
     )
 }
 
-fn app(layer: Option<SanghoWebhookLayer>, counts: Arc<Counts>) -> Router {
-    let router = Router::new().route(PATH, post(handle)).with_state(counts);
-    match layer {
-        Some(layer) => router.layer(layer),
-        None => router,
+/// The two fields a hand-written receiver needs.
+#[derive(serde::Deserialize)]
+struct Needed<'a> {
+    #[serde(borrow)]
+    id: std::borrow::Cow<'a, str>,
+    #[serde(rename = "type", borrow)]
+    event_type: std::borrow::Cow<'a, str>,
+}
+
+/// A handler that does the unavoidable work itself, without the layer and without any
+/// deduplication: reads the body, checks the timestamp and the HMAC-SHA256 (`hmac` + `sha2`),
+/// parses `id` and `type`.
+async fn handle_by_hand(
+    State(counts): State<Arc<Counts>>,
+    headers: http::HeaderMap,
+    body: Bytes,
+) -> (http::StatusCode, &'static str) {
+    use hmac::{Hmac, KeyInit, Mac};
+    let verified = (|| {
+        let header = headers.get("sangho-signature")?.to_str().ok()?;
+        let (mut timestamp, mut v1) = (None, None);
+        for item in header.split(',') {
+            match item.split_once('=')? {
+                ("t", value) => timestamp = Some(value),
+                ("v1", value) => v1 = Some(value),
+                _ => {}
+            }
+        }
+        let (timestamp, v1) = (timestamp?, v1?);
+        if unix_now().abs_diff(timestamp.parse::<i64>().ok()?) > 300 {
+            return None;
+        }
+        let mut tag = [0u8; 32];
+        hex::decode_to_slice(v1, &mut tag).ok()?;
+        let mut mac = Hmac::<sha2::Sha256>::new_from_slice(fixtures::SECRET.as_bytes()).ok()?;
+        mac.update(timestamp.as_bytes());
+        mac.update(b".");
+        mac.update(&body);
+        mac.verify_slice(&tag).ok()?;
+        let needed: Needed<'_> = serde_json::from_slice(&body).ok()?;
+        Some(!needed.id.is_empty() && !needed.event_type.is_empty())
+    })();
+    if verified != Some(true) {
+        return (http::StatusCode::BAD_REQUEST, r#"{"error":"rejected"}"#);
+    }
+    counts.calls.fetch_add(1, Ordering::Relaxed);
+    (http::StatusCode::OK, r#"{"received":true}"#)
+}
+
+/// What serves the webhook route.
+#[derive(Clone)]
+enum Variant {
+    /// The handler alone: it reads nothing.
+    Bare,
+    /// [`handle_by_hand`]: the unavoidable work in the handler, no deduplication.
+    ByHand,
+    /// The handler behind the layer.
+    Layer(SanghoWebhookLayer),
+}
+
+fn app(variant: Variant, counts: Arc<Counts>) -> Router {
+    match variant {
+        Variant::Bare => Router::new().route(PATH, post(handle)).with_state(counts),
+        Variant::ByHand => Router::new()
+            .route(PATH, post(handle_by_hand))
+            .with_state(counts),
+        Variant::Layer(layer) => Router::new()
+            .route(PATH, post(handle))
+            .with_state(counts)
+            .layer(layer),
     }
 }
 
@@ -263,14 +331,14 @@ impl Summary {
     }
 }
 
-async fn run(layer: Option<SanghoWebhookLayer>, load: Load) -> Result<RunResult, BoxError> {
-    let layered = layer.is_some();
+async fn run(variant: Variant, load: Load) -> Result<RunResult, BoxError> {
+    let layered = matches!(variant, Variant::Layer(_));
     let counts = Arc::new(Counts::default());
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let (stop, stopped) = oneshot::channel::<()>();
     let server = tokio::spawn(
-        axum::serve(listener, app(layer, counts.clone()))
+        axum::serve(listener, app(variant, counts.clone()))
             .with_graceful_shutdown(async {
                 let _ = stopped.await;
             })
@@ -466,17 +534,20 @@ async fn main_async() -> Result<(), BoxError> {
         };
         // The variants take turns, round after round, so that the machine's background load
         // falls on all of them alike.
-        let (mut baseline, mut moka, mut on_postgres, mut on_redis) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut baseline, mut by_hand, mut moka, mut on_postgres, mut on_redis) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for _ in 0..rounds {
-            baseline.push(run(None, load).await?);
+            baseline.push(run(Variant::Bare, load).await?);
+            by_hand.push(run(Variant::ByHand, load).await?);
             let layer = layer_with(MokaStore::new())?;
-            moka.push(run(Some(layer), load).await?);
+            moka.push(run(Variant::Layer(layer), load).await?);
             if let Some(store) = &postgres {
-                on_postgres.push(run(Some(layer_with(store.clone())?), load).await?);
+                let layer = layer_with(store.clone())?;
+                on_postgres.push(run(Variant::Layer(layer), load).await?);
             }
             if let Some(store) = &redis {
-                on_redis.push(run(Some(layer_with(store.clone())?), load).await?);
+                let layer = layer_with(store.clone())?;
+                on_redis.push(run(Variant::Layer(layer), load).await?);
             }
         }
         if let Some(store) = &postgres {
@@ -484,6 +555,12 @@ async fn main_async() -> Result<(), BoxError> {
         }
         let baseline = Summary::of(&baseline);
         baseline.print("without the layer");
+        let by_hand = Summary::of(&by_hand);
+        by_hand.print("verified + parsed by hand");
+        eprintln!(
+            "  => by hand (no deduplication) / without: {:.3}x requests/s",
+            by_hand.requests_per_second / baseline.requests_per_second
+        );
         for (label, rounds) in [
             ("MokaStore", &moka),
             ("PostgresStore", &on_postgres),
@@ -495,6 +572,10 @@ async fn main_async() -> Result<(), BoxError> {
             let layered = Summary::of(rounds);
             layered.print(&format!("with the layer ({label})"));
             report_pair(&baseline, &layered, &mut failed, &format!("{mix}, {label}"));
+            eprintln!(
+                "     with the layer / by hand: {:.3}x requests/s",
+                layered.requests_per_second / by_hand.requests_per_second
+            );
         }
     }
     if failed.is_empty() {
