@@ -2,7 +2,8 @@
 //! driven by the same keep-alive load, one after the other in one run. A third variant does
 //! the unavoidable work by hand in the handler (reads the body, checks the timestamp and the
 //! HMAC, parses `id` and `type`; no deduplication), to tell the cost of verification from the
-//! cost of the idempotency store.
+//! cost of the idempotency store; a fourth puts the layer over a store that records nothing
+//! (the layer's own cost, without deduplication).
 //!
 //! Each variant runs 5 rounds, the variants taking turns (so that background load on a shared
 //! machine falls on all of them alike); each round is a fresh server and store, 64 HTTP/1.1
@@ -149,6 +150,43 @@ enum Variant {
     ByHand,
     /// The handler behind the layer.
     Layer(SanghoWebhookLayer),
+    /// The handler behind the layer over [`NullStore`]: the layer's cost without a store's
+    /// (and without deduplication, so without the exactly-once check).
+    LayerNullStore(SanghoWebhookLayer),
+}
+
+/// A store that acquires every claim at once and records nothing.
+struct NullStore {
+    token: sangho_webhook::store::ClaimToken,
+}
+
+#[async_trait::async_trait]
+impl IdempotencyStore for NullStore {
+    async fn claim(
+        &self,
+        _: &str,
+        _: &str,
+        _: Duration,
+    ) -> Result<sangho_webhook::store::Claim, sangho_webhook::store::StoreError> {
+        Ok(sangho_webhook::store::Claim::Acquired(self.token.clone()))
+    }
+
+    async fn complete(
+        &self,
+        _: &str,
+        _: &sangho_webhook::store::ClaimToken,
+        _: Duration,
+    ) -> Result<bool, sangho_webhook::store::StoreError> {
+        Ok(true)
+    }
+
+    async fn release(
+        &self,
+        _: &str,
+        _: &sangho_webhook::store::ClaimToken,
+    ) -> Result<bool, sangho_webhook::store::StoreError> {
+        Ok(true)
+    }
 }
 
 fn app(variant: Variant, counts: Arc<Counts>) -> Router {
@@ -157,7 +195,7 @@ fn app(variant: Variant, counts: Arc<Counts>) -> Router {
         Variant::ByHand => Router::new()
             .route(PATH, post(handle_by_hand))
             .with_state(counts),
-        Variant::Layer(layer) => Router::new()
+        Variant::Layer(layer) | Variant::LayerNullStore(layer) => Router::new()
             .route(PATH, post(handle))
             .with_state(counts)
             .layer(layer),
@@ -534,11 +572,20 @@ async fn main_async() -> Result<(), BoxError> {
         };
         // The variants take turns, round after round, so that the machine's background load
         // falls on all of them alike.
-        let (mut baseline, mut by_hand, mut moka, mut on_postgres, mut on_redis) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut baseline, mut by_hand, mut null, mut moka, mut on_postgres, mut on_redis) = (
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+            Vec::new(),
+        );
         for _ in 0..rounds {
             baseline.push(run(Variant::Bare, load).await?);
             by_hand.push(run(Variant::ByHand, load).await?);
+            let token = sangho_webhook::store::ClaimToken::generate();
+            let layer = layer_with(NullStore { token })?;
+            null.push(run(Variant::LayerNullStore(layer), load).await?);
             let layer = layer_with(MokaStore::new())?;
             moka.push(run(Variant::Layer(layer), load).await?);
             if let Some(store) = &postgres {
@@ -562,6 +609,7 @@ async fn main_async() -> Result<(), BoxError> {
             by_hand.requests_per_second / baseline.requests_per_second
         );
         for (label, rounds) in [
+            ("NullStore: no dedup", &null),
             ("MokaStore", &moka),
             ("PostgresStore", &on_postgres),
             ("RedisStore", &on_redis),
