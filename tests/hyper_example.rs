@@ -148,7 +148,14 @@ async fn shutdown_lets_a_request_in_progress_finish() {
 
     let addr = server.addr;
     let slow = tokio::spawn(send(addr, signed("evt_hyper_slow").into_request()));
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    // Stop only once the request is in the handler.
+    tokio::time::timeout(std::time::Duration::from_secs(10), async {
+        while handler.calls() == 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the request reaches the handler");
     server.stop().await;
 
     let (status, _) = slow.await.unwrap();
