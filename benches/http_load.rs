@@ -125,7 +125,7 @@ async fn handle_by_hand(
             return None;
         }
         let mut tag = [0u8; 32];
-        hex::decode_to_slice(v1, &mut tag).ok()?;
+        base16ct::lower::decode(v1, &mut tag).ok()?;
         let mut mac = Hmac::<sha2::Sha256>::new_from_slice(fixtures::SECRET.as_bytes()).ok()?;
         mac.update(timestamp.as_bytes());
         mac.update(b".");

@@ -202,7 +202,7 @@ fn layer(c: &mut Criterion) {
         .and_then(|rest| rest.split_once(",v1="))
         .expect("t=…,v1=…");
     let mut tag = [0u8; 32];
-    hex::decode_to_slice(v1, &mut tag).expect("hex");
+    base16ct::lower::decode(v1, &mut tag).expect("hex");
     let key = fixtures::SECRET.as_bytes();
     let hmac_ok = |body: &[u8]| {
         let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("any key length");
@@ -334,7 +334,7 @@ fn interleaved_check() {
         .and_then(|rest| rest.split_once(",v1="))
         .expect("t=…,v1=…");
     let mut tag = [0u8; 32];
-    hex::decode_to_slice(v1, &mut tag).expect("hex");
+    base16ct::lower::decode(v1, &mut tag).expect("hex");
 
     let mut cases = [
         Case {

@@ -99,7 +99,7 @@ fn signatures(c: &mut Criterion) {
         let timestamp = fixtures::NOW.to_string();
         let (_, v1) = header.split_once(",v1=").expect("t=…,v1=…");
         let mut expected = [0u8; 32];
-        hex::decode_to_slice(v1, &mut expected).expect("hex");
+        base16ct::lower::decode(v1, &mut expected).expect("hex");
         assert!(raw_hmac(key, timestamp.as_bytes(), &body, &expected));
         group.bench_with_input(
             BenchmarkId::new("raw_hmac_sha256", label),
@@ -189,7 +189,7 @@ fn interleaved_checks() {
         let timestamp = fixtures::NOW.to_string();
         let (_, v1) = header.split_once(",v1=").expect("t=…,v1=…");
         let mut expected = [0u8; 32];
-        hex::decode_to_slice(v1, &mut expected).expect("hex");
+        base16ct::lower::decode(v1, &mut expected).expect("hex");
         let now_unix = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .expect("after 1970")
