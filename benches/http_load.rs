@@ -243,7 +243,7 @@ async fn drive(
             break;
         }
         seq += 1;
-        let redelivery = load.redeliver_every > 0 && seq % load.redeliver_every == 0;
+        let redelivery = load.redeliver_every > 0 && seq.is_multiple_of(load.redeliver_every);
         let (body, signature) = if redelivery && !sent.is_empty() {
             // A retry of an event this connection delivered before.
             let index = (seq.wrapping_mul(7919) % sent.len() as u64) as usize;

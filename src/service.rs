@@ -178,10 +178,10 @@ where
     span.record("event_id", event.id());
     span.record("event_type", event.event_type());
 
-    if let Some(header_id) = headers.get(&EVENT_ID_NAME) {
-        if header_id.as_bytes() != event.id().as_bytes() {
-            return Err(RejectionKind::EventIdMismatch);
-        }
+    if let Some(header_id) = headers.get(&EVENT_ID_NAME)
+        && header_id.as_bytes() != event.id().as_bytes()
+    {
+        return Err(RejectionKind::EventIdMismatch);
     }
     Ok(event)
 }

@@ -90,10 +90,10 @@ impl PurgeTask {
             let _ = stop.send(());
         }
         let task = &mut self.task;
-        if let Err(error) = task.await {
-            if error.is_panic() {
-                tracing::error!("the purge task panicked");
-            }
+        if let Err(error) = task.await
+            && error.is_panic()
+        {
+            tracing::error!("the purge task panicked");
         }
     }
 
