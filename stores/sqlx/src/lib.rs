@@ -61,6 +61,7 @@
     allow(dead_code)
 )]
 
+mod claim;
 mod error;
 #[cfg(feature = "mysql")]
 mod mysql;

@@ -5,12 +5,14 @@ use std::{sync::Arc, time::Duration};
 use async_trait::async_trait;
 use sangho_webhook::store::{Claim, ClaimToken, IdempotencyStore, StoreError};
 use sqlx::{
-    AssertSqlSafe, Executor, MySqlPool,
+    AssertSqlSafe, Database, Executor, MySql, MySqlPool,
     mysql::{MySqlConnectOptions, MySqlPoolOptions},
+    query::Query,
 };
 
 use crate::{
     Error, TableName,
+    claim::{Queries, claim_from_row},
     error::{microseconds, store_error},
     purge::Purge,
 };
@@ -54,23 +56,9 @@ WHERE processed_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
 const MIGRATION_LOCK: &str = "SELECT GET_LOCK('sangho_webhook_sqlx_migrate', 30)";
 const MIGRATION_UNLOCK: &str = "SELECT RELEASE_LOCK('sangho_webhook_sqlx_migrate')";
 
-#[derive(Debug)]
-struct Queries {
-    claim: Arc<str>,
-    complete: Arc<str>,
-    release: Arc<str>,
-    purge: Arc<str>,
-}
-
-impl Queries {
-    fn new(table: &TableName) -> Self {
-        Self {
-            claim: table.sql(CLAIM),
-            complete: table.sql(COMPLETE),
-            release: table.sql(RELEASE),
-            purge: table.sql(PURGE),
-        }
-    }
+/// The statements for `table`.
+fn queries(table: &TableName) -> Queries {
+    Queries::new(table, [CLAIM, COMPLETE, RELEASE, PURGE], &[])
 }
 
 /// The idempotency store over MariaDB 10.5 or later (feature `mysql`): durable, and shared by
@@ -124,7 +112,7 @@ impl MariaDbStore {
     pub fn new(pool: MySqlPool) -> Self {
         let table = TableName::default();
         Self {
-            queries: Arc::new(Queries::new(&table)),
+            queries: Arc::new(queries(&table)),
             pool,
             table,
         }
@@ -161,7 +149,7 @@ impl MariaDbStore {
     #[must_use]
     pub fn with_table(self, table: TableName) -> Self {
         Self {
-            queries: Arc::new(Queries::new(&table)),
+            queries: Arc::new(queries(&table)),
             table,
             pool: self.pool,
         }
@@ -239,6 +227,19 @@ impl MariaDbStore {
     fn error(&self, error: sqlx::Error) -> StoreError {
         store_error(error, self.pool.options().get_acquire_timeout())
     }
+
+    /// Runs an owner-checked `UPDATE` or `DELETE` (complete, release): whether it changed the
+    /// claim's row.
+    async fn owner_checked(
+        &self,
+        query: Query<'_, MySql, <MySql as Database>::Arguments>,
+    ) -> Result<bool, StoreError> {
+        let result = query
+            .execute(&self.pool)
+            .await
+            .map_err(|error| self.error(error))?;
+        Ok(result.rows_affected() == 1)
+    }
 }
 
 /// The statements of a migration script: split at the `;` that end a line, comments dropped.
@@ -279,14 +280,7 @@ impl IdempotencyStore for MariaDbStore {
                 .fetch_one(&self.pool)
                 .await
                 .map_err(|error| self.error(error))?;
-        match state.as_str() {
-            "in_flight" if owner.as_deref() == Some(token.as_str()) => Ok(Claim::Acquired(token)),
-            "in_flight" => Ok(Claim::InFlight),
-            "completed" => Ok(Claim::Completed),
-            other => Err(StoreError::Protocol(format!(
-                "unexpected state {other:?} in the table"
-            ))),
-        }
+        claim_from_row(token, &state, owner.as_deref())
     }
 
     async fn complete(
@@ -295,24 +289,18 @@ impl IdempotencyStore for MariaDbStore {
         token: &ClaimToken,
         retention: Duration,
     ) -> Result<bool, StoreError> {
-        let result = sqlx::query(AssertSqlSafe(self.queries.complete.clone()))
+        let query = sqlx::query(AssertSqlSafe(self.queries.complete.clone()))
             .bind(microseconds(retention))
             .bind(event_id)
-            .bind(token.as_str())
-            .execute(&self.pool)
-            .await
-            .map_err(|error| self.error(error))?;
-        Ok(result.rows_affected() == 1)
+            .bind(token.as_str());
+        self.owner_checked(query).await
     }
 
     async fn release(&self, event_id: &str, token: &ClaimToken) -> Result<bool, StoreError> {
-        let result = sqlx::query(AssertSqlSafe(self.queries.release.clone()))
+        let query = sqlx::query(AssertSqlSafe(self.queries.release.clone()))
             .bind(event_id)
-            .bind(token.as_str())
-            .execute(&self.pool)
-            .await
-            .map_err(|error| self.error(error))?;
-        Ok(result.rows_affected() == 1)
+            .bind(token.as_str());
+        self.owner_checked(query).await
     }
 }
 

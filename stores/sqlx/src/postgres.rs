@@ -5,12 +5,14 @@ use std::{sync::Arc, time::Duration};
 use async_trait::async_trait;
 use sangho_webhook::store::{Claim, ClaimToken, IdempotencyStore, StoreError};
 use sqlx::{
-    AssertSqlSafe, Executor, PgPool,
+    AssertSqlSafe, Database, Executor, PgPool, Postgres,
     postgres::{PgConnectOptions, PgPoolOptions},
+    query::Query,
 };
 
 use crate::{
     Error, TableName,
+    claim::Queries,
     error::{seconds, store_error},
     purge::Purge,
 };
@@ -88,29 +90,18 @@ SELECT (SELECT count(*) FROM pg_attribute
 /// IF NOT EXISTS` alone can fail when two sessions race.
 const MIGRATION_LOCK: &str = "SELECT pg_advisory_xact_lock(7310575268310339689)";
 
-#[derive(Debug)]
-struct Queries {
-    claim: Arc<str>,
-    complete: Arc<str>,
-    release: Arc<str>,
-    purge: Arc<str>,
-}
-
-impl Queries {
-    fn new(table: &TableName, synchronous_claims: bool) -> Self {
-        let commit = if synchronous_claims {
-            SESSION_COMMIT
-        } else {
-            ASYNC_COMMIT
-        };
-        let sql = |template: &str| table.sql(&template.replace("{commit}", commit));
-        Self {
-            claim: sql(CLAIM),
-            complete: sql(COMPLETE),
-            release: sql(RELEASE),
-            purge: sql(PURGE),
-        }
-    }
+/// The statements for `table`, with claims and releases committed synchronously or not.
+fn queries(table: &TableName, synchronous_claims: bool) -> Queries {
+    let commit = if synchronous_claims {
+        SESSION_COMMIT
+    } else {
+        ASYNC_COMMIT
+    };
+    Queries::new(
+        table,
+        [CLAIM, COMPLETE, RELEASE, PURGE],
+        &[("{commit}", commit)],
+    )
 }
 
 /// The idempotency store over PostgreSQL (feature `postgres`): durable, and shared by every
@@ -205,7 +196,7 @@ impl PostgresStore {
     pub fn new(pool: PgPool) -> Self {
         let table = TableName::default();
         Self {
-            queries: Arc::new(Queries::new(&table, false)),
+            queries: Arc::new(queries(&table, false)),
             pool,
             table,
             synchronous_claims: false,
@@ -246,7 +237,7 @@ impl PostgresStore {
     #[must_use]
     pub fn with_table(self, table: TableName) -> Self {
         Self {
-            queries: Arc::new(Queries::new(&table, self.synchronous_claims)),
+            queries: Arc::new(queries(&table, self.synchronous_claims)),
             table,
             ..self
         }
@@ -270,7 +261,7 @@ impl PostgresStore {
     #[must_use]
     pub fn with_synchronous_claims(self, synchronous: bool) -> Self {
         Self {
-            queries: Arc::new(Queries::new(&self.table, synchronous)),
+            queries: Arc::new(queries(&self.table, synchronous)),
             synchronous_claims: synchronous,
             ..self
         }
@@ -365,6 +356,19 @@ impl PostgresStore {
     fn error(&self, error: sqlx::Error) -> StoreError {
         store_error(error, self.pool.options().get_acquire_timeout())
     }
+
+    /// Runs an owner-checked `UPDATE` or `DELETE` (complete, release): whether it changed the
+    /// claim's row.
+    async fn owner_checked(
+        &self,
+        query: Query<'_, Postgres, <Postgres as Database>::Arguments>,
+    ) -> Result<bool, StoreError> {
+        let result = query
+            .execute(&self.pool)
+            .await
+            .map_err(|error| self.error(error))?;
+        Ok(result.rows_affected() == 1)
+    }
 }
 
 impl Purge for PostgresStore {
@@ -406,23 +410,17 @@ impl IdempotencyStore for PostgresStore {
         token: &ClaimToken,
         retention: Duration,
     ) -> Result<bool, StoreError> {
-        let result = sqlx::query(AssertSqlSafe(self.queries.complete.clone()))
+        let query = sqlx::query(AssertSqlSafe(self.queries.complete.clone()))
             .bind(event_id)
             .bind(token.as_str())
-            .bind(seconds(retention))
-            .execute(&self.pool)
-            .await
-            .map_err(|error| self.error(error))?;
-        Ok(result.rows_affected() == 1)
+            .bind(seconds(retention));
+        self.owner_checked(query).await
     }
 
     async fn release(&self, event_id: &str, token: &ClaimToken) -> Result<bool, StoreError> {
-        let result = sqlx::query(AssertSqlSafe(self.queries.release.clone()))
+        let query = sqlx::query(AssertSqlSafe(self.queries.release.clone()))
             .bind(event_id)
-            .bind(token.as_str())
-            .execute(&self.pool)
-            .await
-            .map_err(|error| self.error(error))?;
-        Ok(result.rows_affected() == 1)
+            .bind(token.as_str());
+        self.owner_checked(query).await
     }
 }

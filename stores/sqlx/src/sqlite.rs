@@ -5,12 +5,14 @@ use std::{str::FromStr, sync::Arc, time::Duration};
 use async_trait::async_trait;
 use sangho_webhook::store::{Claim, ClaimToken, IdempotencyStore, StoreError};
 use sqlx::{
-    AssertSqlSafe, Executor, SqlitePool,
+    AssertSqlSafe, Database, Executor, Sqlite, SqlitePool,
+    query::Query,
     sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous},
 };
 
 use crate::{
     Error, TableName,
+    claim::{Queries, claim_from_row},
     error::{milliseconds, store_error},
     purge::Purge,
 };
@@ -54,24 +56,9 @@ WHERE processed_at < strftime('%Y-%m-%d %H:%M:%f', 'now', ?1)
 /// SQLite's current time in Unix milliseconds.
 const NOW: &str = "CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)";
 
-#[derive(Debug)]
-struct Queries {
-    claim: Arc<str>,
-    complete: Arc<str>,
-    release: Arc<str>,
-    purge: Arc<str>,
-}
-
-impl Queries {
-    fn new(table: &TableName) -> Self {
-        let sql = |template: &str| table.sql(&template.replace("{now}", NOW));
-        Self {
-            claim: sql(CLAIM),
-            complete: sql(COMPLETE),
-            release: sql(RELEASE),
-            purge: sql(PURGE),
-        }
-    }
+/// The statements for `table`.
+fn queries(table: &TableName) -> Queries {
+    Queries::new(table, [CLAIM, COMPLETE, RELEASE, PURGE], &[("{now}", NOW)])
 }
 
 /// The idempotency store over SQLite (feature `sqlite`): durable and embedded, for one server
@@ -159,7 +146,7 @@ impl SqliteStore {
     pub fn new(pool: SqlitePool) -> Self {
         let table = TableName::default();
         Self {
-            queries: Arc::new(Queries::new(&table)),
+            queries: Arc::new(queries(&table)),
             pool,
             table,
         }
@@ -233,7 +220,7 @@ impl SqliteStore {
     #[must_use]
     pub fn with_table(self, table: TableName) -> Self {
         Self {
-            queries: Arc::new(Queries::new(&table)),
+            queries: Arc::new(queries(&table)),
             table,
             pool: self.pool,
         }
@@ -318,6 +305,19 @@ impl SqliteStore {
     fn error(&self, error: sqlx::Error) -> StoreError {
         store_error(error, self.pool.options().get_acquire_timeout())
     }
+
+    /// Runs an owner-checked `UPDATE` or `DELETE` (complete, release): whether it changed the
+    /// claim's row.
+    async fn owner_checked(
+        &self,
+        query: Query<'_, Sqlite, <Sqlite as Database>::Arguments>,
+    ) -> Result<bool, StoreError> {
+        let result = query
+            .execute(&self.pool)
+            .await
+            .map_err(|error| self.error(error))?;
+        Ok(result.rows_affected() == 1)
+    }
 }
 
 impl Purge for SqliteStore {
@@ -344,14 +344,7 @@ impl IdempotencyStore for SqliteStore {
                 .fetch_one(&self.pool)
                 .await
                 .map_err(|error| self.error(error))?;
-        match state.as_str() {
-            "in_flight" if owner.as_deref() == Some(token.as_str()) => Ok(Claim::Acquired(token)),
-            "in_flight" => Ok(Claim::InFlight),
-            "completed" => Ok(Claim::Completed),
-            other => Err(StoreError::Protocol(format!(
-                "unexpected state {other:?} in the table"
-            ))),
-        }
+        claim_from_row(token, &state, owner.as_deref())
     }
 
     async fn complete(
@@ -360,23 +353,17 @@ impl IdempotencyStore for SqliteStore {
         token: &ClaimToken,
         retention: Duration,
     ) -> Result<bool, StoreError> {
-        let result = sqlx::query(AssertSqlSafe(self.queries.complete.clone()))
+        let query = sqlx::query(AssertSqlSafe(self.queries.complete.clone()))
             .bind(event_id)
             .bind(token.as_str())
-            .bind(milliseconds(retention))
-            .execute(&self.pool)
-            .await
-            .map_err(|error| self.error(error))?;
-        Ok(result.rows_affected() == 1)
+            .bind(milliseconds(retention));
+        self.owner_checked(query).await
     }
 
     async fn release(&self, event_id: &str, token: &ClaimToken) -> Result<bool, StoreError> {
-        let result = sqlx::query(AssertSqlSafe(self.queries.release.clone()))
+        let query = sqlx::query(AssertSqlSafe(self.queries.release.clone()))
             .bind(event_id)
-            .bind(token.as_str())
-            .execute(&self.pool)
-            .await
-            .map_err(|error| self.error(error))?;
-        Ok(result.rows_affected() == 1)
+            .bind(token.as_str());
+        self.owner_checked(query).await
     }
 }
