@@ -8,16 +8,11 @@
 
 mod common;
 
-use std::{
-    collections::BTreeSet,
-    net::SocketAddr,
-    sync::Arc,
-    time::{Duration, Instant},
-};
+use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use axum::Router;
 use bytes::Bytes;
-use common::{LONG, TYPE, acquire, layer, postgres_store, postgres_store_on, secret, send};
+use common::{LONG, TYPE, acquire, bodies, layer, postgres_store, postgres_store_on, secret};
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper_util::{client::legacy::Client, rt::TokioExecutor};
@@ -38,35 +33,11 @@ sangho_webhook::idempotency_store_conformance!(
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
 async fn two_hundred_concurrent_claims_through_sixteen_connections_acquire_once() {
-    let store = Arc::new(postgres_store("race", 16).await);
-    // Open all sixteen connections before the race.
-    let warm: Vec<_> = futures_connections(&store, 16).await;
-    drop(warm);
-    assert_eq!(store.pool().size(), 16);
-
-    let id: Arc<str> = unique_event_id("race").into();
-    let barrier = Arc::new(tokio::sync::Barrier::new(200));
-    let mut tasks = tokio::task::JoinSet::new();
-    for _ in 0..200 {
-        let (store, id, barrier) = (store.clone(), id.clone(), barrier.clone());
-        tasks.spawn(async move {
-            barrier.wait().await;
-            store.claim(&id, TYPE, LONG).await
-        });
-    }
-    let mut outcomes = Vec::new();
-    while let Some(joined) = tasks.join_next().await {
-        outcomes.push(joined.expect("claim task").expect("claim"));
-    }
-    let acquired = outcomes
-        .iter()
-        .filter(|claim| matches!(claim, Claim::Acquired(_)))
-        .count();
-    let in_flight = outcomes
-        .iter()
-        .filter(|claim| **claim == Claim::InFlight)
-        .count();
-    assert_eq!((acquired, in_flight), (1, 199));
+    let store = postgres_store("race", 16).await;
+    let id = bodies::two_hundred_concurrent_claims_through_sixteen_connections_acquire_once(
+        store.store.clone(),
+    )
+    .await;
 
     let rows: Vec<(String, String)> = sqlx::query_as(AssertSqlSafe(format!(
         "SELECT event_id, state FROM {}",
@@ -78,147 +49,28 @@ async fn two_hundred_concurrent_claims_through_sixteen_connections_acquire_once(
     assert_eq!(rows, vec![(id.to_string(), "in_flight".to_owned())]);
 }
 
-/// Holds `count` connections of the store's pool at once, so that the pool opens them.
-async fn futures_connections(
-    store: &PostgresStore,
-    count: usize,
-) -> Vec<sqlx::pool::PoolConnection<sqlx::Postgres>> {
-    let mut connections = Vec::new();
-    for _ in 0..count {
-        connections.push(store.pool().acquire().await.expect("a connection"));
-    }
-    connections
-}
-
 #[tokio::test]
 #[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
 async fn completed_event_is_a_duplicate_after_the_pool_is_reopened() {
     let store = postgres_store("reopen", 4).await;
-    let id = unique_event_id("reopen");
-    let token = acquire(&*store, &id, LONG).await;
-    assert!(store.complete(&id, &token, LONG).await.unwrap());
-    store.pool().close().await;
-    assert!(
-        store.claim(&id, TYPE, LONG).await.is_err(),
-        "the old pool is closed"
-    );
-
-    let reopened = postgres_store_on(store.table().as_str(), 4).await;
-    reopened.migrate().await.unwrap();
-    assert_eq!(
-        reopened.claim(&id, TYPE, LONG).await.unwrap(),
-        Claim::Completed
-    );
+    bodies::completed_event_is_a_duplicate_after_the_pool_is_reopened(&store.store, || {
+        postgres_store_on(store.table().as_str(), 4)
+    })
+    .await;
 }
 
 #[tokio::test]
 #[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
 async fn purge_removes_exactly_old_completions_and_old_abandoned_claims() {
     let store = postgres_store("purge", 4).await;
-    let table = store.table().as_str().to_owned();
-    let backdate = |id: String| {
-        let (pool, table) = (store.pool().clone(), table.clone());
-        async move {
-            sqlx::query(AssertSqlSafe(format!(
-                "UPDATE {table} SET processed_at = processed_at - INTERVAL '4 days' WHERE event_id = $1"
-            )))
-            .bind(id)
-            .execute(&pool)
-            .await
-            .unwrap();
-        }
-    };
-
-    // Removed: a completion four days old, a seed-style row four days old, a claim abandoned
-    // four days ago.
-    let old = unique_event_id("old");
-    let token = acquire(&*store, &old, LONG).await;
-    assert!(store.complete(&old, &token, LONG).await.unwrap());
-    backdate(old.clone()).await;
-    let seed_old = unique_event_id("seedold");
-    sqlx::query(AssertSqlSafe(format!(
-        "INSERT INTO {table} (event_id, event_type, processed_at) VALUES ($1, $2, NOW() - INTERVAL '4 days')"
-    )))
-    .bind(&seed_old)
-    .bind(TYPE)
-    .execute(store.pool())
-    .await
-    .unwrap();
-    let abandoned = unique_event_id("abandoned");
-    acquire(&*store, &abandoned, Duration::from_millis(10)).await;
-    backdate(abandoned.clone()).await;
-
-    // Kept: a recent completion, a recent seed-style row, a live claim (even an old one), a
-    // claim abandoned recently (the next delivery takes it over).
-    let recent = unique_event_id("recent");
-    let token = acquire(&*store, &recent, LONG).await;
-    assert!(store.complete(&recent, &token, LONG).await.unwrap());
-    let seed_recent = unique_event_id("seednew");
-    sqlx::query(AssertSqlSafe(format!(
-        "INSERT INTO {table} (event_id, event_type) VALUES ($1, $2)"
-    )))
-    .bind(&seed_recent)
-    .bind(TYPE)
-    .execute(store.pool())
-    .await
-    .unwrap();
-    let live = unique_event_id("live");
-    acquire(&*store, &live, LONG).await;
-    let live_old = unique_event_id("liveold");
-    acquire(&*store, &live_old, LONG).await;
-    backdate(live_old.clone()).await;
-    let abandoned_recently = unique_event_id("abandonnew");
-    acquire(&*store, &abandoned_recently, Duration::from_millis(10)).await;
-
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    assert_eq!(
-        store.purge(Duration::from_secs(72 * 3600)).await.unwrap(),
-        3
-    );
-
-    let rows: Vec<(String,)> =
-        sqlx::query_as(AssertSqlSafe(format!("SELECT event_id FROM {table}")))
-            .fetch_all(store.pool())
-            .await
-            .unwrap();
-    let left: BTreeSet<String> = rows.into_iter().map(|(id,)| id).collect();
-    assert_eq!(
-        left,
-        BTreeSet::from([recent, seed_recent, live, live_old, abandoned_recently])
-    );
-    assert_eq!(
-        store.purge(Duration::from_secs(72 * 3600)).await.unwrap(),
-        0
-    );
+    bodies::purge_removes_exactly_old_completions_and_old_abandoned_claims(&store.store).await;
 }
 
 #[tokio::test]
 #[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
 async fn purge_task_purges_until_stopped() {
     let store = postgres_store("task", 2).await;
-    let done = unique_event_id("done");
-    let token = acquire(&*store, &done, LONG).await;
-    assert!(store.complete(&done, &token, LONG).await.unwrap());
-    tokio::time::sleep(Duration::from_millis(20)).await;
-
-    // A zero retention: every completed row is old enough.
-    let task = store.spawn_purge(Duration::ZERO, Duration::from_millis(50));
-    let count = format!("SELECT count(*) FROM {}", store.table());
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let (rows,): (i64,) = sqlx::query_as(AssertSqlSafe(count.clone()))
-            .fetch_one(store.pool())
-            .await
-            .unwrap();
-        if rows == 0 {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the task never purged");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    tokio::time::timeout(Duration::from_secs(5), task.stop())
-        .await
-        .expect("stop returns promptly");
+    bodies::purge_task_purges_until_stopped(&store.store).await;
 }
 
 #[tokio::test]
@@ -309,14 +161,7 @@ fn unreachable_store() -> PostgresStore {
 
 #[tokio::test]
 async fn unreachable_database_is_a_store_error_within_the_acquire_timeout() {
-    let store = unreachable_store();
-    let started = Instant::now();
-    let error = store.claim("evt_down", TYPE, LONG).await.unwrap_err();
-    assert!(
-        started.elapsed() < Duration::from_secs(3),
-        "took {:?}",
-        started.elapsed()
-    );
+    let error = bodies::claim_fails_within_the_acquire_timeout(&unreachable_store()).await;
     assert!(
         matches!(error, StoreError::Timeout(_) | StoreError::Backend(_)),
         "{error:?}"
@@ -325,14 +170,7 @@ async fn unreachable_database_is_a_store_error_within_the_acquire_timeout() {
 
 #[tokio::test]
 async fn unreachable_database_gets_503_without_calling_the_handler() {
-    let handler = CountingHandler::new();
-    let service = tower::Layer::layer(&layer(unreachable_store()), handler.clone());
-    let delivery = Delivery::event("evt_down", TYPE).signed(&secret(), fixtures::NOW);
-    let started = Instant::now();
-    let status = send(service, delivery.into_request()).await;
-    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
-    assert!(started.elapsed() < Duration::from_secs(3));
-    assert_eq!(handler.calls(), 0);
+    bodies::unavailable_store_gets_503_without_calling_the_handler(unreachable_store()).await;
 }
 
 /// Serves `handler` behind a layer over its own `PostgresStore` (its own pool) on `table`.

@@ -1,11 +1,15 @@
 //! Shared pieces of the store tests: database URLs, a unique table per test, stores that drop
-//! their table (or delete their file) when the test ends, and a way to send one delivery.
+//! their table (or delete their file) when the test ends, a way to send one delivery, and
+//! ([`bodies`]) the tests every dialect runs.
 
 #![allow(dead_code)]
 
-use std::{ops::Deref, time::Duration};
+pub mod bodies;
+
+use std::{collections::BTreeSet, ops::Deref, time::Duration};
 
 use async_trait::async_trait;
+use bodies::SqlStore;
 use bytes::Bytes;
 use http::{Request, StatusCode};
 use http_body_util::Full;
@@ -15,12 +19,13 @@ use sangho_webhook::{
     store::{Claim, ClaimToken, IdempotencyStore, StoreError},
     testing::fixtures,
 };
+#[cfg(feature = "mysql")]
+use sangho_webhook_sqlx::MariaDbStore;
 use sangho_webhook_sqlx::{
-    PostgresStore, SqliteStore,
+    PostgresStore, PurgeTask, SqliteStore, TableName,
     sqlx::{
-        self, AssertSqlSafe, Connection,
-        postgres::{PgConnection, PgPoolOptions},
-        sqlite::SqlitePoolOptions,
+        self, AssertSqlSafe, Connection, Database, Executor, pool::PoolOptions,
+        postgres::PgConnection,
     },
 };
 use tower::ServiceExt;
@@ -101,14 +106,28 @@ pub fn mariadb_url() -> String {
 /// Drops the MariaDB `table`, as [`drop_table`] does for PostgreSQL.
 #[cfg(feature = "mysql")]
 pub fn drop_mariadb_table(table: String) {
-    use sangho_webhook_sqlx::sqlx::mysql::MySqlConnection;
+    drop_table_at::<sqlx::mysql::MySqlConnection>(mariadb_url(), table);
+}
+
+/// Drops the PostgreSQL `table`.
+pub fn drop_table(table: String) {
+    drop_table_at::<PgConnection>(postgres_url(), table);
+}
+
+/// Drops `table` from a fresh connection to `url` on a thread of its own (this runs in `Drop`,
+/// maybe inside a runtime, maybe while a test panics).
+fn drop_table_at<C>(url: String, table: String)
+where
+    C: Connection,
+    for<'c> &'c mut C: Executor<'c, Database = C::Database>,
+{
     let dropped = std::thread::spawn(move || {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .expect("a runtime for the cleanup");
         runtime.block_on(async move {
-            let mut connection = MySqlConnection::connect(&mariadb_url()).await?;
+            let mut connection = C::connect(&url).await?;
             sqlx::raw_sql(AssertSqlSafe(format!("DROP TABLE IF EXISTS {table}")))
                 .execute(&mut connection)
                 .await?;
@@ -119,57 +138,39 @@ pub fn drop_mariadb_table(table: String) {
     if !matches!(dropped, Ok(Ok(()))) {
         eprintln!("could not drop a test table: {dropped:?}");
     }
+}
+
+/// The pool options of the tests: at most `connections`, a 10-second acquire timeout.
+fn pool_options<DB: Database>(connections: u32) -> PoolOptions<DB> {
+    PoolOptions::new()
+        .max_connections(connections)
+        .acquire_timeout(Duration::from_secs(10))
+}
+
+/// `store` migrated, and cleaned up by `cleanup` with its last clone.
+async fn migrated<S: SqlStore>(store: S, cleanup: Cleanup) -> TestStore<S> {
+    store.migrate().await.expect("migrate");
+    TestStore { store, cleanup }
 }
 
 /// A migrated MariaDB store on a fresh table, over a pool of `connections`.
 #[cfg(feature = "mysql")]
-pub async fn mariadb_store(
-    label: &str,
-    connections: u32,
-) -> TestStore<sangho_webhook_sqlx::MariaDbStore> {
+pub async fn mariadb_store(label: &str, connections: u32) -> TestStore<MariaDbStore> {
     let table = unique_table(label);
     let store = mariadb_store_on(&table, connections).await;
-    store.migrate().await.expect("migrate");
-    TestStore {
-        store,
-        cleanup: Cleanup::MariaDbTable(table),
-    }
+    migrated(store, Cleanup::MariaDbTable(table)).await
 }
 
 /// A MariaDB store on `table` (not migrated), over a new pool of `connections`.
 #[cfg(feature = "mysql")]
-pub async fn mariadb_store_on(table: &str, connections: u32) -> sangho_webhook_sqlx::MariaDbStore {
-    let pool = sangho_webhook_sqlx::sqlx::mysql::MySqlPoolOptions::new()
-        .max_connections(connections)
-        .acquire_timeout(Duration::from_secs(10))
+pub async fn mariadb_store_on(table: &str, connections: u32) -> MariaDbStore {
+    let pool = pool_options(connections)
         .connect(&mariadb_url())
         .await
         .expect("MariaDB is reachable (set SANGHO_TEST_MYSQL_URL)");
-    sangho_webhook_sqlx::MariaDbStore::new(pool)
+    MariaDbStore::new(pool)
         .with_table_name(table)
         .expect("a valid table name")
-}
-
-/// Drops `table` from a fresh connection on a thread of its own (this runs in `Drop`, maybe
-/// inside a runtime, maybe while a test panics).
-pub fn drop_table(table: String) {
-    let dropped = std::thread::spawn(move || {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("a runtime for the cleanup");
-        runtime.block_on(async move {
-            let mut connection = PgConnection::connect(&postgres_url()).await?;
-            sqlx::raw_sql(AssertSqlSafe(format!("DROP TABLE IF EXISTS {table}")))
-                .execute(&mut connection)
-                .await?;
-            connection.close().await
-        })
-    })
-    .join();
-    if !matches!(dropped, Ok(Ok(()))) {
-        eprintln!("could not drop a test table: {dropped:?}");
-    }
 }
 
 #[async_trait]
@@ -194,18 +195,12 @@ impl<S: IdempotencyStore> IdempotencyStore for TestStore<S> {
 pub async fn postgres_store(label: &str, connections: u32) -> TestStore<PostgresStore> {
     let table = unique_table(label);
     let store = postgres_store_on(&table, connections).await;
-    store.migrate().await.expect("migrate");
-    TestStore {
-        store,
-        cleanup: Cleanup::Table(table),
-    }
+    migrated(store, Cleanup::Table(table)).await
 }
 
 /// A PostgreSQL store on `table` (not migrated), over a new pool of `connections`.
 pub async fn postgres_store_on(table: &str, connections: u32) -> PostgresStore {
-    let pool = PgPoolOptions::new()
-        .max_connections(connections)
-        .acquire_timeout(Duration::from_secs(10))
+    let pool = pool_options(connections)
         .connect(&postgres_url())
         .await
         .expect("PostgreSQL is reachable (set SANGHO_TEST_POSTGRES_URL)");
@@ -218,11 +213,7 @@ pub async fn postgres_store_on(table: &str, connections: u32) -> PostgresStore {
 pub async fn sqlite_store(connections: u32) -> TestStore<SqliteStore> {
     let dir = tempfile::tempdir().expect("a temporary directory");
     let store = sqlite_store_at(&dir.path().join("webhooks.db"), connections).await;
-    store.migrate().await.expect("migrate");
-    TestStore {
-        store,
-        cleanup: Cleanup::Dir(dir),
-    }
+    migrated(store, Cleanup::Dir(dir)).await
 }
 
 /// A SQLite store on the file at `path` (not migrated), as `SqliteStore::connect` configures
@@ -230,14 +221,82 @@ pub async fn sqlite_store(connections: u32) -> TestStore<SqliteStore> {
 pub async fn sqlite_store_at(path: &std::path::Path, connections: u32) -> SqliteStore {
     let url = format!("sqlite://{}", path.display());
     let options = SqliteStore::connect_options(&url).expect("a valid URL");
-    let pool = SqlitePoolOptions::new()
-        .max_connections(connections)
-        .acquire_timeout(Duration::from_secs(10))
+    let pool = pool_options(connections)
         .connect_with(options)
         .await
         .expect("open the SQLite file");
     SqliteStore::new(pool)
 }
+
+/// Implements [`SqlStore`] for a store type by delegating to its inherent methods, with the
+/// dialect's SQL for the hand-written rows (`{table}` stands for the table name).
+macro_rules! sql_store {
+    ($store:ty, $db:ty, backdate: $backdate:expr, seed_old: $seed_old:expr, seed_recent: $seed_recent:expr $(,)?) => {
+        #[async_trait]
+        impl SqlStore for $store {
+            type Db = $db;
+
+            fn pool(&self) -> &sqlx::Pool<$db> {
+                <$store>::pool(self)
+            }
+            fn table(&self) -> &TableName {
+                <$store>::table(self)
+            }
+            async fn migrate(&self) -> Result<(), sangho_webhook_sqlx::Error> {
+                <$store>::migrate(self).await
+            }
+            fn spawn_purge(&self, retention: Duration, period: Duration) -> PurgeTask {
+                <$store>::spawn_purge(self, retention, period)
+            }
+            async fn backdate(&self, id: &str) {
+                sqlx::query(AssertSqlSafe(
+                    $backdate.replace("{table}", self.table().as_str()),
+                ))
+                .bind(id)
+                .execute(self.pool())
+                .await
+                .expect("back-date a row");
+            }
+            async fn insert_seed_row(&self, id: &str, old: bool) {
+                let sql = if old { $seed_old } else { $seed_recent };
+                sqlx::query(AssertSqlSafe(sql.replace("{table}", self.table().as_str())))
+                    .bind(id)
+                    .bind(TYPE)
+                    .execute(self.pool())
+                    .await
+                    .expect("insert a seed-style row");
+            }
+            async fn event_ids(&self) -> BTreeSet<String> {
+                bodies::event_ids(self.pool(), self.table()).await
+            }
+        }
+    };
+}
+
+sql_store!(
+    PostgresStore,
+    sqlx::Postgres,
+    backdate: "UPDATE {table} SET processed_at = processed_at - INTERVAL '4 days' WHERE event_id = $1",
+    seed_old: "INSERT INTO {table} (event_id, event_type, processed_at) VALUES ($1, $2, NOW() - INTERVAL '4 days')",
+    seed_recent: "INSERT INTO {table} (event_id, event_type) VALUES ($1, $2)",
+);
+
+sql_store!(
+    SqliteStore,
+    sqlx::Sqlite,
+    backdate: "UPDATE {table} SET processed_at = strftime('%Y-%m-%d %H:%M:%f', processed_at, '-4 days') WHERE event_id = ?1",
+    seed_old: "INSERT INTO {table} (event_id, event_type, processed_at) VALUES (?1, ?2, datetime('now', '-4 days'))",
+    seed_recent: "INSERT INTO {table} (event_id, event_type, processed_at) VALUES (?1, ?2, datetime('now', '+0 seconds'))",
+);
+
+#[cfg(feature = "mysql")]
+sql_store!(
+    MariaDbStore,
+    sqlx::MySql,
+    backdate: "UPDATE {table} SET processed_at = processed_at - INTERVAL 4 DAY WHERE event_id = ?",
+    seed_old: "INSERT INTO {table} (event_id, event_type, processed_at) VALUES (?, ?, UTC_TIMESTAMP(6) - INTERVAL 4 DAY)",
+    seed_recent: "INSERT INTO {table} (event_id, event_type) VALUES (?, ?)",
+);
 
 pub fn secret() -> Secret {
     Secret::new(fixtures::SECRET).expect("the fixture secret")

@@ -1,0 +1,228 @@
+//! Test bodies every dialect runs: each dialect's file calls them from a `#[tokio::test]` of its
+//! own (with its `#[ignore]`), and supplies the dialect's SQL through [`SqlStore`].
+
+use std::{
+    collections::BTreeSet,
+    future::Future,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use async_trait::async_trait;
+use http::StatusCode;
+use sangho_webhook::{
+    store::{Claim, IdempotencyStore, StoreError},
+    testing::{CountingHandler, Delivery, conformance::unique_event_id, fixtures},
+};
+use sangho_webhook_sqlx::{
+    Purge, PurgeTask, TableName,
+    sqlx::{self, AssertSqlSafe, Database, Executor, FromRow, IntoArguments, Pool},
+};
+
+use super::{LONG, TYPE, acquire, layer, secret, send};
+
+/// A store of this crate as the shared bodies see it: its pool and table, and the dialect's SQL
+/// for the rows a test writes by hand.
+#[async_trait]
+pub trait SqlStore: IdempotencyStore + Purge {
+    /// The store's database.
+    type Db: Database;
+
+    fn pool(&self) -> &Pool<Self::Db>;
+    fn table(&self) -> &TableName;
+    async fn migrate(&self) -> Result<(), sangho_webhook_sqlx::Error>;
+    /// The store's own `spawn_purge`.
+    fn spawn_purge(&self, retention: Duration, period: Duration) -> PurgeTask;
+    /// Moves the `processed_at` of event `id` four days back.
+    async fn backdate(&self, id: &str);
+    /// Inserts event `id` as the seed's recipe does (no state of its own), processed four days
+    /// ago when `old`, now otherwise.
+    async fn insert_seed_row(&self, id: &str, old: bool);
+    /// The ids of every row of the table.
+    async fn event_ids(&self) -> BTreeSet<String>;
+}
+
+/// The ids of every row of `table`: [`SqlStore::event_ids`] for any dialect.
+pub async fn event_ids<DB: Database>(pool: &Pool<DB>, table: &TableName) -> BTreeSet<String>
+where
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    (String,): for<'r> FromRow<'r, DB::Row>,
+    DB::Arguments: IntoArguments<DB>,
+{
+    let rows: Vec<(String,)> =
+        sqlx::query_as(AssertSqlSafe(format!("SELECT event_id FROM {table}")))
+            .fetch_all(pool)
+            .await
+            .expect("read the table");
+    rows.into_iter().map(|(id,)| id).collect()
+}
+
+/// 200 concurrent claims of one event through a pool whose 16 connections are all open:
+/// exactly one is acquired, none fails. Answers the event id.
+pub async fn two_hundred_concurrent_claims_through_sixteen_connections_acquire_once<S>(
+    store: S,
+) -> Arc<str>
+where
+    S: SqlStore + Clone,
+{
+    // Open all sixteen connections before the race.
+    let mut warm = Vec::new();
+    for _ in 0..16 {
+        warm.push(store.pool().acquire().await.expect("a connection"));
+    }
+    drop(warm);
+    assert_eq!(store.pool().size(), 16);
+
+    let id: Arc<str> = unique_event_id("race").into();
+    let barrier = Arc::new(tokio::sync::Barrier::new(200));
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..200 {
+        let (store, id, barrier) = (store.clone(), id.clone(), barrier.clone());
+        tasks.spawn(async move {
+            barrier.wait().await;
+            store.claim(&id, TYPE, LONG).await
+        });
+    }
+    let (mut acquired, mut in_flight) = (0, 0);
+    while let Some(joined) = tasks.join_next().await {
+        match joined
+            .expect("claim task")
+            .expect("no claim fails under concurrency")
+        {
+            Claim::Acquired(_) => acquired += 1,
+            Claim::InFlight => in_flight += 1,
+            Claim::Completed => panic!("nothing was completed"),
+        }
+    }
+    assert_eq!((acquired, in_flight), (1, 199));
+    id
+}
+
+/// A completed event, its pool closed, and the table opened again by `reopen` (a new pool):
+/// still a duplicate.
+pub async fn completed_event_is_a_duplicate_after_the_pool_is_reopened<S, F>(
+    store: &S,
+    reopen: impl FnOnce() -> F,
+) where
+    S: SqlStore,
+    F: Future<Output = S>,
+{
+    let id = unique_event_id("reopen");
+    let token = acquire(store, &id, LONG).await;
+    assert!(store.complete(&id, &token, LONG).await.unwrap());
+    store.pool().close().await;
+    assert!(
+        store.claim(&id, TYPE, LONG).await.is_err(),
+        "the old pool is closed"
+    );
+
+    let reopened = reopen().await;
+    reopened.migrate().await.unwrap();
+    assert_eq!(
+        reopened.claim(&id, TYPE, LONG).await.unwrap(),
+        Claim::Completed
+    );
+}
+
+/// The purge with a 72-hour retention deletes exactly the old completions, old seed-style rows
+/// and old abandoned claims, and nothing else.
+pub async fn purge_removes_exactly_old_completions_and_old_abandoned_claims<S: SqlStore>(
+    store: &S,
+) {
+    // Removed: a completion four days old, a seed-style row four days old, a claim abandoned
+    // four days ago.
+    let old = unique_event_id("old");
+    let token = acquire(store, &old, LONG).await;
+    assert!(store.complete(&old, &token, LONG).await.unwrap());
+    store.backdate(&old).await;
+    let seed_old = unique_event_id("seedold");
+    store.insert_seed_row(&seed_old, true).await;
+    let abandoned = unique_event_id("abandoned");
+    acquire(store, &abandoned, Duration::from_millis(10)).await;
+    store.backdate(&abandoned).await;
+
+    // Kept: a recent completion, a recent seed-style row, a live claim (even an old one), a
+    // claim abandoned recently (the next delivery takes it over).
+    let recent = unique_event_id("recent");
+    let token = acquire(store, &recent, LONG).await;
+    assert!(store.complete(&recent, &token, LONG).await.unwrap());
+    let seed_recent = unique_event_id("seednew");
+    store.insert_seed_row(&seed_recent, false).await;
+    let live = unique_event_id("live");
+    acquire(store, &live, LONG).await;
+    let live_old = unique_event_id("liveold");
+    acquire(store, &live_old, LONG).await;
+    store.backdate(&live_old).await;
+    let abandoned_recently = unique_event_id("abandonnew");
+    acquire(store, &abandoned_recently, Duration::from_millis(10)).await;
+
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(
+        store.purge(Duration::from_secs(72 * 3600)).await.unwrap(),
+        3
+    );
+    assert_eq!(
+        store.event_ids().await,
+        BTreeSet::from([
+            recent,
+            seed_recent.clone(),
+            live,
+            live_old,
+            abandoned_recently
+        ])
+    );
+    assert_eq!(
+        store.purge(Duration::from_secs(72 * 3600)).await.unwrap(),
+        0
+    );
+    // A row written by another tool (no state of its own) counts as completed.
+    assert_eq!(
+        store.claim(&seed_recent, TYPE, LONG).await.unwrap(),
+        Claim::Completed
+    );
+}
+
+/// `spawn_purge` with a zero retention empties the table of completions, and stops promptly.
+pub async fn purge_task_purges_until_stopped<S: SqlStore>(store: &S) {
+    let done = unique_event_id("done");
+    let token = acquire(store, &done, LONG).await;
+    assert!(store.complete(&done, &token, LONG).await.unwrap());
+    tokio::time::sleep(Duration::from_millis(20)).await;
+
+    // A zero retention: every completed row is old enough.
+    let task = store.spawn_purge(Duration::ZERO, Duration::from_millis(50));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !store.event_ids().await.is_empty() {
+        assert!(Instant::now() < deadline, "the task never purged");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::timeout(Duration::from_secs(5), task.stop())
+        .await
+        .expect("stop returns promptly");
+}
+
+/// A claim on a store whose database cannot be reached fails within its acquire timeout (well
+/// under 3 seconds); answers the error.
+pub async fn claim_fails_within_the_acquire_timeout(store: &impl IdempotencyStore) -> StoreError {
+    let started = Instant::now();
+    let error = store.claim("evt_down", TYPE, LONG).await.unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "took {:?}",
+        started.elapsed()
+    );
+    error
+}
+
+/// A delivery through a layer over a store whose database cannot be reached is answered 503
+/// (within 3 seconds), and the handler is not called.
+pub async fn unavailable_store_gets_503_without_calling_the_handler(store: impl IdempotencyStore) {
+    let handler = CountingHandler::new();
+    let service = tower::Layer::layer(&layer(store), handler.clone());
+    let delivery = Delivery::event("evt_down", TYPE).signed(&secret(), fixtures::NOW);
+    let started = Instant::now();
+    let status = send(service, delivery.into_request()).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert_eq!(handler.calls(), 0);
+}
