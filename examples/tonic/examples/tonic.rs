@@ -40,7 +40,7 @@ fn layer_from_env() -> Result<SanghoWebhookLayer, BoxError> {
         }
     };
     let store = match std::env::var("SANGHO_STORE_URL").as_deref() {
-        Err(_) | Ok("memory:") => MokaStore::new(),
+        Err(_) | Ok("" | "memory:") => MokaStore::new(),
         Ok(other) => {
             return Err(format!(
                 "SANGHO_STORE_URL={other:?}: this example knows `memory:` only; \
