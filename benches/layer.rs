@@ -25,6 +25,8 @@
 //! fastest and median round and its ratio to the unavoidable work: on a machine shared with
 //! other work, the interleaved minimum is the steadier ratio.
 
+mod common;
+
 use std::{
     convert::Infallible,
     hint::black_box,
@@ -453,14 +455,7 @@ criterion_group!(benches, layer);
 
 fn main() {
     benches();
-    // Only in a plain `cargo bench` run: not under `cargo test --benches`, not with
-    // criterion's `--profile-time` (for profilers) or `--list`.
-    let args: Vec<String> = std::env::args().collect();
-    let plain_bench = args.iter().any(|arg| arg == "--bench")
-        && !args
-            .iter()
-            .any(|arg| arg == "--profile-time" || arg == "--list");
-    if plain_bench {
+    if common::is_plain_bench_run() {
         interleaved_check();
     }
     Criterion::default().configure_from_args().final_summary();

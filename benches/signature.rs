@@ -17,6 +17,8 @@
 //! whose load comes and goes while criterion measures one variant after the other, the
 //! interleaved minimum is the steadier ratio.
 
+mod common;
+
 use std::{
     hint::black_box,
     time::{Duration, SystemTime, UNIX_EPOCH},
@@ -228,14 +230,7 @@ criterion_group!(benches, signatures);
 
 fn main() {
     benches();
-    // Only in a plain `cargo bench` run: not under `cargo test --benches`, not with
-    // criterion's `--profile-time` (for profilers) or `--list`.
-    let args: Vec<String> = std::env::args().collect();
-    let plain_bench = args.iter().any(|arg| arg == "--bench")
-        && !args
-            .iter()
-            .any(|arg| arg == "--profile-time" || arg == "--list");
-    if plain_bench {
+    if common::is_plain_bench_run() {
         interleaved_checks();
     }
     Criterion::default().configure_from_args().final_summary();
