@@ -12,12 +12,12 @@ use std::{
 };
 
 use bytes::Bytes;
-use common::{BrokenStore, Failure, SpyStore, TYPE, layer, secret, send};
+use common::{BrokenStore, Failure, SpyStore, TYPE, layer, secret};
 use http::{Request, Response, StatusCode};
 use http_body_util::Full;
 use sangho_webhook::{
     store::{Claim, IdempotencyStore, MokaStore},
-    testing::{CountingHandler, Delivery, fixtures},
+    testing::{CountingHandler, Delivery, fixtures, send},
 };
 use tower::{Layer, ServiceExt};
 

@@ -12,14 +12,14 @@ use std::{
 };
 
 use bytes::Bytes;
-use common::{Answer, BrokenStore, Failure, SpyStore, TYPE, layer, secret, send};
+use common::{BrokenStore, Failure, SpyStore, TYPE, layer, secret};
 use http::{Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full};
 use sangho_webhook::{
     Rejection, RejectionKind, SanghoEvent,
     signature::Secret,
     store::{Claim, MokaStore},
-    testing::{CountingHandler, Delivery, fixtures},
+    testing::{Answer, CountingHandler, Delivery, fixtures, send},
 };
 use tower::{Layer, ServiceExt};
 

@@ -17,16 +17,13 @@
 
 use std::{sync::Arc, time::Duration};
 
-use bytes::Bytes;
-use http::{Request, StatusCode};
-use http_body_util::Full;
-use tower_service::Service;
+use http::StatusCode;
 
 use crate::{
-    SanghoWebhook, SanghoWebhookLayer,
+    SanghoWebhookLayer,
     signature::Secret,
     store::{Claim, ClaimToken, IdempotencyStore},
-    testing::{CountingHandler, Delivery, fixtures},
+    testing::{CountingHandler, Delivery, fixtures, send},
 };
 
 /// The short lease or retention of the expiry checks.
@@ -226,14 +223,14 @@ pub async fn concurrent_deliveries_run_the_handler_once(store: Arc<dyn Idempoten
     let barrier = Arc::new(tokio::sync::Barrier::new(CONCURRENT_DELIVERIES));
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..CONCURRENT_DELIVERIES {
-        let (mut service, request, barrier) = (
+        let (service, request, barrier) = (
             service.clone(),
             delivery.clone().into_request(),
             barrier.clone(),
         );
         tasks.spawn(async move {
             barrier.wait().await;
-            deliver(&mut service, request).await
+            send(&service, request).await.status
         });
     }
     let mut statuses = Vec::with_capacity(CONCURRENT_DELIVERIES);
@@ -248,29 +245,13 @@ pub async fn concurrent_deliveries_run_the_handler_once(store: Arc<dyn Idempoten
         "every delivery is answered 200 or 409: {statuses:?}"
     );
 
-    let again = deliver(&mut service.clone(), delivery.into_request()).await;
-    assert_eq!(again, StatusCode::OK);
+    let again = send(&service, delivery.into_request()).await;
+    assert_eq!(again.status, StatusCode::OK);
     assert_eq!(
         handler.calls(),
         1,
         "a redelivery after completion is a duplicate"
     );
-}
-
-/// Sends one request through `service` and answers the status.
-async fn deliver(
-    service: &mut SanghoWebhook<CountingHandler>,
-    request: Request<Full<Bytes>>,
-) -> StatusCode {
-    std::future::poll_fn(|cx| {
-        <SanghoWebhook<CountingHandler> as Service<Request<Full<Bytes>>>>::poll_ready(service, cx)
-    })
-    .await
-    .unwrap_or_else(|never| match never {});
-    match service.call(request).await {
-        Ok(response) => response.status(),
-        Err(never) => match never {},
-    }
 }
 
 /// Writes one `#[tokio::test]` per conformance check, each with a store from `$make_store` (an

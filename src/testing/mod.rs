@@ -15,6 +15,8 @@ pub mod conformance;
 mod delivery;
 pub mod fixtures;
 mod handler;
+mod send;
 
 pub use delivery::Delivery;
 pub use handler::CountingHandler;
+pub use send::{Answer, send};

@@ -1,5 +1,5 @@
-//! Shared pieces of the layer tests: a layer at the fixtures' fixed time, a way to send one
-//! request, and stores that record or fail.
+//! Shared pieces of the layer tests: a layer at the fixtures' fixed time, and stores that
+//! record or fail. (Requests go through `sangho_webhook::testing::send`.)
 
 #![allow(dead_code)]
 
@@ -12,17 +12,12 @@ use std::{
 };
 
 use async_trait::async_trait;
-use bytes::Bytes;
-use http::{HeaderMap, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Full};
 use sangho_webhook::{
     SanghoWebhookLayer,
     signature::Secret,
     store::{Claim, ClaimToken, IdempotencyStore, MokaStore, StoreError},
     testing::fixtures,
 };
-use tower::{Service, ServiceExt};
-
 pub const TYPE: &str = "payment_intent.succeeded";
 
 pub fn secret() -> Secret {
@@ -32,47 +27,6 @@ pub fn secret() -> Secret {
 /// A layer with the fixture secret, at the fixtures' fixed time.
 pub fn layer(store: impl IdempotencyStore) -> SanghoWebhookLayer {
     SanghoWebhookLayer::new(secret(), store).with_clock(fixtures::fixed_clock)
-}
-
-/// What came back from one request.
-#[derive(Debug)]
-pub struct Answer {
-    pub status: StatusCode,
-    pub headers: HeaderMap,
-    pub body: Bytes,
-    pub extensions: http::Extensions,
-}
-
-impl Answer {
-    pub fn json(&self) -> serde_json::Value {
-        serde_json::from_slice(&self.body).expect("a JSON body")
-    }
-
-    pub fn error_code(&self) -> String {
-        self.json()["error"].as_str().unwrap_or_default().to_owned()
-    }
-}
-
-/// Sends one request through a fresh clone of `service`, as `oneshot` does.
-pub async fn send<S, B>(service: &S, request: Request<Full<Bytes>>) -> Answer
-where
-    S: Service<Request<Full<Bytes>>, Response = Response<B>> + Clone,
-    S::Error: std::fmt::Debug,
-    B: http_body::Body,
-    B::Error: std::fmt::Debug,
-{
-    let response = service
-        .clone()
-        .oneshot(request)
-        .await
-        .expect("the service answers");
-    let (parts, body) = response.into_parts();
-    Answer {
-        status: parts.status,
-        headers: parts.headers,
-        body: body.collect().await.expect("a readable body").to_bytes(),
-        extensions: parts.extensions,
-    }
 }
 
 /// A [`MokaStore`] that counts every operation.

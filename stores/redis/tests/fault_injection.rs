@@ -7,14 +7,14 @@ mod common;
 use std::time::{Duration, Instant};
 
 use common::RedisServer;
-use http::{StatusCode, header::RETRY_AFTER};
+use http::StatusCode;
 use sangho_webhook::{
     SanghoWebhook, SanghoWebhookLayer,
     signature::Secret,
-    testing::{CountingHandler, Delivery, conformance::unique_event_id, fixtures},
+    testing::{CountingHandler, Delivery, conformance::unique_event_id, fixtures, send},
 };
 use sangho_webhook_redis::RedisStore;
-use tower::{Layer as _, ServiceExt as _};
+use tower::Layer as _;
 
 const TYPE: &str = "payment_intent.succeeded";
 /// The layer's store timeout in this test.
@@ -26,7 +26,7 @@ fn secret() -> Secret {
     Secret::new(fixtures::SECRET).expect("the fixture secret is not empty")
 }
 
-/// Delivers event `id` once; answers the status and how long it took.
+/// Delivers event `id` once; answers the status, the `Retry-After` header and how long it took.
 async fn deliver(
     service: &SanghoWebhook<CountingHandler>,
     id: &str,
@@ -35,16 +35,9 @@ async fn deliver(
         .signed(&secret(), fixtures::NOW)
         .into_request();
     let started = Instant::now();
-    let response = service
-        .clone()
-        .oneshot(request)
-        .await
-        .unwrap_or_else(|never| match never {});
-    let retry_after = response
-        .headers()
-        .get(RETRY_AFTER)
-        .map(|value| value.to_str().unwrap_or_default().to_owned());
-    (response.status(), retry_after, started.elapsed())
+    let answer = send(service, request).await;
+    let retry_after = answer.retry_after().map(str::to_owned);
+    (answer.status, retry_after, started.elapsed())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

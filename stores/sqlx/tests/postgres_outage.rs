@@ -19,11 +19,10 @@ use std::{
 };
 
 use common::{TYPE, postgres_store, secret};
-use http::{StatusCode, header::RETRY_AFTER};
-use http_body_util::BodyExt;
+use http::StatusCode;
 use sangho_webhook::{
     SanghoWebhook, SanghoWebhookLayer,
-    testing::{CountingHandler, Delivery, conformance::unique_event_id, fixtures},
+    testing::{CountingHandler, Delivery, conformance::unique_event_id, fixtures, send},
 };
 use sangho_webhook_sqlx::{
     PostgresStore,
@@ -34,7 +33,7 @@ use tokio::{
     sync::Mutex,
     task::JoinSet,
 };
-use tower::{Layer as _, ServiceExt as _};
+use tower::Layer as _;
 
 /// The layer's store timeout in this test.
 const STORE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -132,25 +131,11 @@ async fn deliver(
         .signed(&secret(), fixtures::NOW)
         .into_request();
     let started = Instant::now();
-    let response = service
-        .clone()
-        .oneshot(request)
-        .await
-        .unwrap_or_else(|never| match never {});
+    let answer = send(service, request).await;
     let took = started.elapsed();
-    let status = response.status();
-    let retry_after = response
-        .headers()
-        .get(RETRY_AFTER)
-        .map(|value| value.to_str().unwrap_or_default().to_owned());
-    let body = response
-        .into_body()
-        .collect()
-        .await
-        .expect("a body")
-        .to_bytes();
-    let body = String::from_utf8_lossy(&body).into_owned();
-    (status, retry_after, body, took)
+    let retry_after = answer.retry_after().map(str::to_owned);
+    let body = String::from_utf8_lossy(&answer.body).into_owned();
+    (answer.status, retry_after, body, took)
 }
 
 #[tokio::test(flavor = "multi_thread")]

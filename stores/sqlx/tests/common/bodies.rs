@@ -12,14 +12,14 @@ use async_trait::async_trait;
 use http::StatusCode;
 use sangho_webhook::{
     store::{Claim, IdempotencyStore, StoreError},
-    testing::{CountingHandler, Delivery, conformance::unique_event_id, fixtures},
+    testing::{CountingHandler, Delivery, conformance::unique_event_id, fixtures, send},
 };
 use sangho_webhook_sqlx::{
     Purge, PurgeTask, TableName,
     sqlx::{self, AssertSqlSafe, Database, Executor, FromRow, IntoArguments, Pool},
 };
 
-use super::{LONG, TYPE, acquire, layer, secret, send};
+use super::{LONG, TYPE, acquire, layer, secret};
 
 /// A store of this crate as the shared bodies see it: its pool and table, and the dialect's SQL
 /// for the rows a test writes by hand.
@@ -221,7 +221,7 @@ pub async fn unavailable_store_gets_503_without_calling_the_handler(store: impl 
     let service = tower::Layer::layer(&layer(store), handler.clone());
     let delivery = Delivery::event("evt_down", TYPE).signed(&secret(), fixtures::NOW);
     let started = Instant::now();
-    let status = send(service, delivery.into_request()).await;
+    let status = send(&service, delivery.into_request()).await.status;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     assert!(started.elapsed() < Duration::from_secs(3));
     assert_eq!(handler.calls(), 0);

@@ -10,9 +10,6 @@ use std::{collections::BTreeSet, ops::Deref, time::Duration};
 
 use async_trait::async_trait;
 use bodies::SqlStore;
-use bytes::Bytes;
-use http::{Request, StatusCode};
-use http_body_util::Full;
 use sangho_webhook::{
     SanghoWebhookLayer,
     signature::Secret,
@@ -28,7 +25,6 @@ use sangho_webhook_sqlx::{
         postgres::PgConnection,
     },
 };
-use tower::ServiceExt;
 
 pub const TYPE: &str = "payment_intent.succeeded";
 pub const LONG: Duration = Duration::from_secs(3600);
@@ -305,19 +301,6 @@ pub fn secret() -> Secret {
 /// A layer with the fixture secret at the fixtures' fixed time.
 pub fn layer(store: impl IdempotencyStore) -> SanghoWebhookLayer {
     SanghoWebhookLayer::new(secret(), store).with_clock(fixtures::fixed_clock)
-}
-
-/// Sends one request through `service` with `oneshot`; answers the status.
-pub async fn send<S, B>(service: S, request: Request<Full<Bytes>>) -> StatusCode
-where
-    S: tower::Service<Request<Full<Bytes>>, Response = http::Response<B>>,
-    S::Error: std::fmt::Debug,
-{
-    service
-        .oneshot(request)
-        .await
-        .expect("the layer answers")
-        .status()
 }
 
 /// Claims `id` and expects to acquire it.
