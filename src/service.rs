@@ -134,14 +134,13 @@ where
     if succeeded {
         record_outcome("processed");
         tracing::debug!("processed; completing the claim");
+        if let Some(guard) = guard {
+            guard.complete().await;
+        }
     } else {
         record_outcome("failed");
         tracing::warn!("the handler failed; releasing the claim for the next delivery");
-    }
-    if let Some(guard) = guard {
-        if succeeded {
-            guard.complete().await;
-        } else {
+        if let Some(guard) = guard {
             guard.release().await;
         }
     }

@@ -13,7 +13,8 @@ use super::{Claim, ClaimToken, IdempotencyStore, StoreError};
 ///
 /// Each entry expires on its own: an in-flight claim after its lease, a completed event after
 /// the retention. Claims are atomic through moka's entry API (an insert-if-absent that runs one
-/// initializer per key, never a check-then-insert), so concurrent deliveries of one event in one process are processed once.
+/// initializer per key, never a check-then-insert), so concurrent deliveries of one event in
+/// one process are processed once.
 ///
 /// # Not for production
 ///
