@@ -12,9 +12,8 @@ use super::{Claim, ClaimToken, IdempotencyStore, StoreError};
 /// An in-memory [`IdempotencyStore`] over a [moka] cache, for tests and one-process development.
 ///
 /// Each entry expires on its own: an in-flight claim after its lease, a completed event after
-/// the retention. Claims are atomic through moka's entry API (an insert-if-absent that runs one
-/// initializer per key, never a check-then-insert), so concurrent deliveries of one event in
-/// one process are processed once.
+/// the retention. Claims are atomic through moka's entry API (one compute per key, never a
+/// check-then-insert), so concurrent deliveries of one event in one process are processed once.
 ///
 /// # Not for production
 ///
@@ -125,16 +124,28 @@ impl IdempotencyStore for MokaStore {
             state: State::InFlight(token.clone()),
             time_to_live: lease,
         };
-        // moka's insert-if-absent: one initializer per key even under concurrency, and an
-        // expired entry counts as absent, so an expired lease is taken over here.
-        let entry = self.cache.entry_by_ref(event_id).or_insert(fresh).await;
-        if entry.is_fresh() {
-            return Ok(Claim::Acquired(token));
+        let result = self
+            .cache
+            .entry_by_ref(event_id)
+            .and_compute_with(|existing| {
+                // moka hands an expired entry in as `None`: an expired lease is taken over here.
+                let op = match existing {
+                    Some(_) => Op::Nop,
+                    None => Op::Put(fresh),
+                };
+                std::future::ready(op)
+            })
+            .await;
+        match result {
+            CompResult::Inserted(_) | CompResult::ReplacedWith(_) => Ok(Claim::Acquired(token)),
+            CompResult::Unchanged(entry) => Ok(match entry.value().state {
+                State::InFlight(_) => Claim::InFlight,
+                State::Completed => Claim::Completed,
+            }),
+            CompResult::StillNone(_) | CompResult::Removed(_) => Err(StoreError::Protocol(
+                "moka compute neither kept nor inserted the claim".to_owned(),
+            )),
         }
-        Ok(match entry.value().state {
-            State::InFlight(_) => Claim::InFlight,
-            State::Completed => Claim::Completed,
-        })
     }
 
     async fn complete(
