@@ -68,6 +68,7 @@ enum Settle {
 pub(crate) struct ClaimGuard {
     store: Arc<dyn IdempotencyStore>,
     event_id: String,
+    event_type: String,
     token: Option<ClaimToken>,
     retention: Duration,
     timeout: Duration,
@@ -75,10 +76,11 @@ pub(crate) struct ClaimGuard {
 }
 
 impl ClaimGuard {
-    pub(crate) fn new(config: &Config, event_id: &str, token: ClaimToken) -> Self {
+    pub(crate) fn new(config: &Config, event: &crate::SanghoEvent, token: ClaimToken) -> Self {
         Self {
             store: config.store.clone(),
-            event_id: event_id.to_owned(),
+            event_id: event.id().to_owned(),
+            event_type: event.event_type().to_owned(),
             token: Some(token),
             retention: config.retention,
             timeout: config.store_timeout,
@@ -102,6 +104,7 @@ impl ClaimGuard {
             settle(
                 &*self.store,
                 &self.event_id,
+                &self.event_type,
                 token,
                 self.on_drop,
                 self.retention,
@@ -126,11 +129,12 @@ impl Drop for ClaimGuard {
             return;
         };
         let (store, event_id) = (self.store.clone(), std::mem::take(&mut self.event_id));
+        let event_type = std::mem::take(&mut self.event_type);
         let (settlement, retention, timeout) = (self.on_drop, self.retention, self.timeout);
         let span = tracing::Span::current();
         runtime.spawn(tracing::Instrument::instrument(
             async move {
-                settle(&*store, &event_id, &token, settlement, retention, timeout).await;
+                settle(&*store, &event_id, &event_type, &token, settlement, retention, timeout).await;
             },
             span,
         ));
@@ -140,6 +144,7 @@ impl Drop for ClaimGuard {
 async fn settle(
     store: &dyn IdempotencyStore,
     event_id: &str,
+    event_type: &str,
     token: &ClaimToken,
     settlement: Settle,
     retention: Duration,
@@ -147,7 +152,7 @@ async fn settle(
 ) {
     let operation = async {
         match settlement {
-            Settle::Complete => store.complete(event_id, token, retention).await,
+            Settle::Complete => store.complete(event_id, event_type, token, retention).await,
             Settle::Release => store.release(event_id, token).await,
         }
     };

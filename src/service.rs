@@ -19,7 +19,7 @@ use crate::{
     layer::Config,
     rejection::{Rejection, RejectionKind, duplicate_response},
     signature,
-    store::{Claim, StoreError},
+    store::{Claim, ClaimToken, StoreError},
 };
 
 /// The header carrying the signature.
@@ -106,8 +106,9 @@ where
     };
 
     // 5. Claim the event.
-    let guard = match claim(&config, &event).await {
-        Ok(Claim::Acquired(token)) => Some(ClaimGuard::new(&config, event.id(), token)),
+    let token = ClaimToken::generate();
+    let guard = match claim(&config, &event, &token).await {
+        Ok(Claim::Acquired) => Some(ClaimGuard::new(&config, &event, token)),
         Ok(Claim::Completed) => {
             record_outcome("duplicate");
             tracing::debug!("already processed; acknowledged as a duplicate");
@@ -209,10 +210,14 @@ where
 }
 
 /// Step 5, bounded by the store timeout.
-async fn claim(config: &Config, event: &SanghoEvent) -> Result<Claim, StoreError> {
+async fn claim(
+    config: &Config,
+    event: &SanghoEvent,
+    token: &ClaimToken,
+) -> Result<Claim, StoreError> {
     let claim = config
         .store
-        .claim(event.id(), event.event_type(), config.lease);
+        .claim(event.id(), event.event_type(), token, config.lease);
     tokio::time::timeout(config.store_timeout, claim)
         .await
         .unwrap_or(Err(StoreError::Timeout(config.store_timeout)))

@@ -1,19 +1,24 @@
-use std::time::{Duration, Instant};
+use std::{
+    collections::HashMap,
+    sync::{Mutex, MutexGuard, PoisonError},
+    time::{Duration, Instant},
+};
 
 use async_trait::async_trait;
-use moka::{
-    Expiry,
-    future::Cache,
-    ops::compute::{CompResult, Op},
-};
+use moka::{Expiry, sync::Cache};
 
 use super::{Claim, ClaimToken, IdempotencyStore, StoreError};
 
-/// An in-memory [`IdempotencyStore`] over a [moka] cache, for tests and one-process development.
+/// An in-memory [`IdempotencyStore`] over a [moka] TTL cache, for tests and one-process
+/// development.
 ///
-/// Each entry expires on its own: an in-flight claim after its lease, a completed event after
-/// the retention. Claims are atomic through moka's entry API (one compute per key, never a
-/// check-then-insert), so concurrent deliveries of one event in one process are processed once.
+/// Completed events live in a moka cache, each for its retention. In-flight claims live beside
+/// it, each until its lease runs out, and are **never evicted** for lack of room: evicting one
+/// would let a concurrent delivery run the handler a second time. There are only as many as
+/// deliveries being processed at once, so they are not counted against the capacity. Every
+/// change of an event's record happens under one lock, so claims are atomic: concurrent
+/// deliveries of one event in one process are processed once. A duplicate is answered from the
+/// cache without taking that lock.
 ///
 /// # Not for production
 ///
@@ -22,74 +27,104 @@ use super::{Claim, ClaimToken, IdempotencyStore, StoreError};
 ///   processed again.
 /// - **It is not shared between replicas.** Two instances behind a load balancer each have
 ///   their own memory, so one event delivered to both is processed twice.
-/// - **It is bounded.** Past its capacity (one million events by default) moka evicts entries,
-///   and an evicted event is processed again if redelivered.
+/// - **It is bounded.** Past its capacity (one million completed events by default) moka
+///   evicts completed events, and an evicted event is processed again if redelivered.
 ///
-/// Use `sangho-webhook-sqlx` (PostgreSQL, SQLite) or `sangho-webhook-redis` in production.
+/// Use `sangho-webhook-sqlx` (PostgreSQL, SQLite, MariaDB) or `sangho-webhook-redis` in
+/// production.
 ///
 /// ```
-/// use sangho_webhook::store::{Claim, IdempotencyStore, MokaStore};
+/// use sangho_webhook::store::{Claim, ClaimToken, IdempotencyStore, MokaStore};
 /// use std::time::Duration;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
 /// let store = MokaStore::new();
 /// let lease = Duration::from_secs(30);
-/// let claim = store.claim("evt_1", "payment_intent.succeeded", lease).await.unwrap();
-/// assert!(matches!(claim, Claim::Acquired(_)));
-/// assert_eq!(store.claim("evt_1", "payment_intent.succeeded", lease).await.unwrap(), Claim::InFlight);
+/// let claim = |token| store.claim("evt_1", "payment_intent.succeeded", token, lease);
+/// assert_eq!(claim(&ClaimToken::generate()).await.unwrap(), Claim::Acquired);
+/// assert_eq!(claim(&ClaimToken::generate()).await.unwrap(), Claim::InFlight);
 /// # }
 /// ```
 ///
 /// [moka]: https://docs.rs/moka
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct MokaStore {
-    cache: Cache<String, Record>,
+    completed: Cache<Box<str>, Completed>,
+    in_flight: Mutex<InFlight>,
 }
 
-/// What the cache keeps for one event id.
+/// A completed event: who completed it, and for how long it is kept.
 #[derive(Clone, Debug)]
-struct Record {
-    state: State,
-    time_to_live: Duration,
+struct Completed {
+    token: ClaimToken,
+    retention: Duration,
 }
 
-#[derive(Clone, Debug)]
-enum State {
-    InFlight(ClaimToken),
-    Completed,
+/// The in-flight claims, each until its lease runs out.
+#[derive(Debug, Default)]
+struct InFlight {
+    claims: HashMap<Box<str>, Lease>,
+    /// When `claims` grows past this, expired claims are swept out.
+    sweep_at: usize,
 }
 
-/// Expires every record after its own time to live, counted from its last write.
-struct RecordExpiry;
+#[derive(Clone, Copy, Debug)]
+struct Lease {
+    token: ClaimToken,
+    until: Instant,
+}
 
-impl Expiry<String, Record> for RecordExpiry {
-    fn expire_after_create(&self, _: &String, record: &Record, _: Instant) -> Option<Duration> {
-        Some(record.time_to_live)
+/// Expires every completed event after its own retention, counted from its last write.
+struct RetentionExpiry;
+
+impl Expiry<Box<str>, Completed> for RetentionExpiry {
+    fn expire_after_create(&self, _: &Box<str>, value: &Completed, _: Instant) -> Option<Duration> {
+        Some(value.retention)
     }
 
     fn expire_after_update(
         &self,
-        _: &String,
-        record: &Record,
+        _: &Box<str>,
+        value: &Completed,
         _: Instant,
         _: Option<Duration>,
     ) -> Option<Duration> {
-        Some(record.time_to_live)
+        Some(value.retention)
+    }
+}
+
+/// The fewest claims at which expired ones are swept out.
+const MIN_SWEEP: usize = 1024;
+
+impl InFlight {
+    /// The lease of `event_id`, if it is still running at `now`.
+    fn live(&self, event_id: &str, now: Instant) -> Option<&Lease> {
+        self.claims.get(event_id).filter(|lease| lease.until > now)
+    }
+
+    fn insert(&mut self, event_id: &str, lease: Lease, now: Instant) {
+        if self.claims.len() >= self.sweep_at {
+            self.claims.retain(|_, lease| lease.until > now);
+            self.sweep_at = (self.claims.len() * 2).max(MIN_SWEEP);
+        }
+        self.claims.insert(event_id.into(), lease);
     }
 }
 
 impl MokaStore {
-    /// The default capacity, in events.
+    /// The default capacity, in completed events.
     pub const DEFAULT_CAPACITY: u64 = 1_000_000;
 
-    /// A store holding up to [`DEFAULT_CAPACITY`](Self::DEFAULT_CAPACITY) events.
+    /// A store remembering up to [`DEFAULT_CAPACITY`](Self::DEFAULT_CAPACITY) completed
+    /// events.
     pub fn new() -> Self {
         Self::with_capacity(Self::DEFAULT_CAPACITY)
     }
 
-    /// A store holding up to `capacity` events; past it, moka evicts the least useful entries
-    /// (and an evicted event is processed again if redelivered).
+    /// A store remembering up to `capacity` completed events; past it, moka evicts the least
+    /// useful ones (and an evicted event is processed again if redelivered). In-flight claims
+    /// are never evicted.
     ///
     /// ```
     /// let store = sangho_webhook::store::MokaStore::with_capacity(10_000);
@@ -97,11 +132,20 @@ impl MokaStore {
     /// ```
     pub fn with_capacity(capacity: u64) -> Self {
         Self {
-            cache: Cache::builder()
+            completed: Cache::builder()
                 .max_capacity(capacity)
-                .expire_after(RecordExpiry)
+                .expire_after(RetentionExpiry)
                 .build(),
+            in_flight: Mutex::new(InFlight {
+                claims: HashMap::new(),
+                sweep_at: MIN_SWEEP,
+            }),
         }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, InFlight> {
+        // Nothing panics while holding the lock; a poisoned lock's map is still consistent.
+        self.in_flight.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -117,72 +161,93 @@ impl IdempotencyStore for MokaStore {
         &self,
         event_id: &str,
         _event_type: &str,
+        token: &ClaimToken,
         lease: Duration,
     ) -> Result<Claim, StoreError> {
-        let token = ClaimToken::generate();
-        let fresh = Record {
-            state: State::InFlight(token.clone()),
-            time_to_live: lease,
-        };
-        let result = self
-            .cache
-            .entry_by_ref(event_id)
-            .and_compute_with(|existing| {
-                // moka hands an expired entry in as `None`: an expired lease is taken over here.
-                let op = match existing {
-                    Some(_) => Op::Nop,
-                    None => Op::Put(fresh),
-                };
-                std::future::ready(op)
-            })
-            .await;
-        match result {
-            CompResult::Inserted(_) | CompResult::ReplacedWith(_) => Ok(Claim::Acquired(token)),
-            CompResult::Unchanged(entry) => Ok(match entry.value().state {
-                State::InFlight(_) => Claim::InFlight,
-                State::Completed => Claim::Completed,
-            }),
-            CompResult::StillNone(_) | CompResult::Removed(_) => Err(StoreError::Protocol(
-                "moka compute neither kept nor inserted the claim".to_owned(),
-            )),
+        // A completed event stays completed until it expires: no lock needed to say so.
+        if self.completed.contains_key(event_id) {
+            return Ok(Claim::Completed);
         }
+        let now = Instant::now();
+        let mut in_flight = self.lock();
+        if in_flight.live(event_id, now).is_some() {
+            return Ok(Claim::InFlight);
+        }
+        // Completions are written under the lock: check again now that we hold it.
+        if self.completed.contains_key(event_id) {
+            return Ok(Claim::Completed);
+        }
+        let until = now + lease;
+        in_flight.insert(event_id, Lease { token: *token, until }, now);
+        Ok(Claim::Acquired)
+    }
+
+    async fn renew(
+        &self,
+        event_id: &str,
+        _event_type: &str,
+        token: &ClaimToken,
+        lease: Duration,
+    ) -> Result<bool, StoreError> {
+        let now = Instant::now();
+        let mut in_flight = self.lock();
+        match in_flight.claims.get_mut(event_id) {
+            Some(mine) if mine.token == *token => {
+                mine.until = now + lease;
+                return Ok(true);
+            }
+            Some(other) if other.until > now => return Ok(false),
+            _ => {}
+        }
+        if let Some(completed) = self.completed.get(event_id) {
+            return Ok(completed.token == *token);
+        }
+        let until = now + lease;
+        in_flight.insert(event_id, Lease { token: *token, until }, now);
+        Ok(true)
     }
 
     async fn complete(
         &self,
         event_id: &str,
+        _event_type: &str,
         token: &ClaimToken,
         retention: Duration,
     ) -> Result<bool, StoreError> {
-        let result = self
-            .cache
-            .entry_by_ref(event_id)
-            .and_compute_with(|existing| {
-                let op = match existing.map(|entry| entry.into_value().state) {
-                    Some(State::InFlight(owner)) if owner == *token => Op::Put(Record {
-                        state: State::Completed,
-                        time_to_live: retention,
-                    }),
-                    _ => Op::Nop,
-                };
-                std::future::ready(op)
-            })
-            .await;
-        Ok(matches!(result, CompResult::ReplacedWith(_)))
+        let now = Instant::now();
+        let mut in_flight = self.lock();
+        if in_flight
+            .live(event_id, now)
+            .is_some_and(|lease| lease.token != *token)
+        {
+            return Ok(false);
+        }
+        if self
+            .completed
+            .get(event_id)
+            .is_some_and(|completed| completed.token != *token)
+        {
+            return Ok(false);
+        }
+        let completed = Completed {
+            token: *token,
+            retention,
+        };
+        self.completed.insert(event_id.into(), completed);
+        in_flight.claims.remove(event_id);
+        Ok(true)
     }
 
     async fn release(&self, event_id: &str, token: &ClaimToken) -> Result<bool, StoreError> {
-        let result = self
-            .cache
-            .entry_by_ref(event_id)
-            .and_compute_with(|existing| {
-                let op = match existing.map(|entry| entry.into_value().state) {
-                    Some(State::InFlight(owner)) if owner == *token => Op::Remove,
-                    _ => Op::Nop,
-                };
-                std::future::ready(op)
-            })
-            .await;
-        Ok(matches!(result, CompResult::Removed(_)))
+        let now = Instant::now();
+        let mut in_flight = self.lock();
+        match in_flight.claims.get(event_id) {
+            Some(lease) if lease.token == *token => {
+                let live = lease.until > now;
+                in_flight.claims.remove(event_id);
+                Ok(live)
+            }
+            _ => Ok(false),
+        }
     }
 }

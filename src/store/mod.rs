@@ -1,109 +1,67 @@
 //! The idempotency store: where the layer remembers which events it has processed.
 //!
-//! The layer talks to a store through three operations, and only these:
+//! For every delivery of a verified event the layer draws a fresh [`ClaimToken`] and talks to
+//! the store through four operations, and only these:
 //!
 //! | operation | when | what the store does |
 //! | --- | --- | --- |
-//! | [`claim`](IdempotencyStore::claim) | a verified event arrives | atomically: if the id is unknown, or its previous claim's lease has expired, record an in-flight claim owned by a fresh [`ClaimToken`] and answer [`Claim::Acquired`]; otherwise answer [`Claim::Completed`] or [`Claim::InFlight`] |
-//! | [`complete`](IdempotencyStore::complete) | the handler answered 2xx | if the token still owns the claim, mark the event completed and keep it for the retention |
-//! | [`release`](IdempotencyStore::release) | the handler failed, panicked or was cancelled | if the token still owns the claim, forget it, so that the next delivery processes the event |
+//! | [`claim`](IdempotencyStore::claim) | a verified event arrives | atomically: if the id is unknown, or its record has expired (a lease or a retention that ran out), record an in-flight claim owned by the token and answer [`Claim::Acquired`]; otherwise answer [`Claim::Completed`] or [`Claim::InFlight`] |
+//! | [`renew`](IdempotencyStore::renew) | every third of the lease while the handler runs | extend the token's claim by a new lease |
+//! | [`complete`](IdempotencyStore::complete) | the handler answered 2xx | record the event as completed for the retention, unless another owner holds or completed it |
+//! | [`release`](IdempotencyStore::release) | the handler failed, panicked or was cancelled, or the claim's answer came too late | forget the token's in-flight claim, so that the next delivery processes the event |
+//!
+//! # The rules
+//!
+//! A record is *live* while its lease (in flight) or retention (completed) runs. A record that
+//! is not live is treated exactly like no record at all, by every operation. Another owner
+//! *holds* an event when it has a live in-flight claim on it.
+//!
+//! 1. **claim** is atomic: among any number of concurrent claims of one id, at most one is
+//!    acquired. It acquires when the id has no live record.
+//! 2. **renew**: when the token holds the live claim, the lease is extended to `lease` from
+//!    now; when there is no live record, the token's claim is recorded again for `lease` (its
+//!    record ran out or was lost, and nobody took the event over); both answer `true`. When
+//!    the token completed the event, `true` and nothing changes. When another owner holds or
+//!    completed the event, `false` and nothing changes.
+//! 3. **complete**: unless another owner holds the event or completed it, the event is
+//!    recorded as completed by the token for `retention` from now, and the answer is `true`.
+//!    So a completion succeeds even when the token's own record expired, was evicted or was
+//!    lost by the backend, and a repeated completion by the same token succeeds. Otherwise
+//!    `false`, and nothing changes.
+//! 4. **release**: when the token holds the live claim, the record is removed and the answer
+//!    is `true`; otherwise `false`, and nothing changes. A completed event stays completed.
 //!
 //! A claim whose owner never comes back (the process crashed) expires with its lease, and the
-//! next delivery takes it over. An owner whose claim was taken over is *stale*: its `complete`
-//! and `release` change nothing. (Whether an owner whose lease expired, but whose claim nobody
-//! took over yet, may still complete is the store's choice: either answer is safe.)
+//! next delivery takes it over. The layer calls each operation under a timeout; a claim that
+//! answers too late, or whose caller went away, is released in the background with its token,
+//! so that no orphan claim blocks the event for a whole lease.
 //!
-//! The crate ships [`MokaStore`] (in memory, for tests and one-process development). Production
-//! stores live in their own crates: `sangho-webhook-sqlx` (PostgreSQL, SQLite) and
-//! `sangho-webhook-redis`. Any other store can be written against this trait and checked with
-//! the conformance suite in `testing` (feature `test-util`).
+//! The crate ships [`MokaStore`] (in memory, for tests and one-process development).
+//! Production stores live in their own crates: `sangho-webhook-sqlx` (PostgreSQL, SQLite,
+//! MariaDB) and `sangho-webhook-redis` (Redis and Redis Cluster). Any other store can be written
+//! against this trait (this module re-exports [`async_trait`]) and checked against every rule
+//! above with the conformance suite in `testing` (feature `test-util`).
 
 mod memory;
+mod token;
 
+pub use async_trait::async_trait;
 pub use memory::MokaStore;
+pub use token::ClaimToken;
 
-use std::{
-    error::Error as StdError,
-    fmt,
-    sync::{
-        Arc, LazyLock,
-        atomic::{AtomicU64, Ordering},
-    },
-    time::Duration,
-};
-
-use async_trait::async_trait;
+use std::{error::Error as StdError, sync::Arc, time::Duration};
 
 /// What [`IdempotencyStore::claim`] found.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Claim {
-    /// The event was unknown (or its last claim's lease had expired): the caller now owns it and
-    /// must [`complete`](IdempotencyStore::complete) or [`release`](IdempotencyStore::release)
-    /// it with this token.
-    Acquired(ClaimToken),
+    /// The event had no live record: the caller's token now owns it, and the caller must
+    /// [`complete`](IdempotencyStore::complete) or [`release`](IdempotencyStore::release) it.
+    Acquired,
     /// The event was processed already: answer the provider with a duplicate acknowledgement.
     Completed,
     /// Another delivery holds a live claim on the event: the outcome is not known yet.
     InFlight,
-}
-
-/// Proof of ownership of a claim: 32 lowercase hex digits, unique across processes.
-///
-/// Stores create one with [`ClaimToken::generate`] when a claim is acquired, persist its
-/// [`as_str`](ClaimToken::as_str) form next to the claim, and compare it on `complete` and
-/// `release`.
-///
-/// A token is a 64-bit random number drawn once per process, followed by a 64-bit sequence
-/// number: unique without a system call per claim. It identifies an owner, it is not a secret
-/// (it never leaves the server).
-///
-/// ```
-/// use sangho_webhook::store::ClaimToken;
-///
-/// let token = ClaimToken::generate();
-/// assert_eq!(token.as_str().len(), 32);
-/// assert_ne!(token, ClaimToken::generate());
-/// ```
-#[derive(Clone, PartialEq, Eq, Hash)]
-pub struct ClaimToken(String);
-
-impl ClaimToken {
-    /// A fresh token, never generated before by this or (with overwhelming probability) any
-    /// other process.
-    pub fn generate() -> Self {
-        static PROCESS: LazyLock<u64> = LazyLock::new(process_nonce);
-        static SEQUENCE: AtomicU64 = AtomicU64::new(0);
-        let sequence = SEQUENCE.fetch_add(1, Ordering::Relaxed);
-        Self(format!("{:016x}{sequence:016x}", *PROCESS))
-    }
-
-    /// The token as text, for storing it.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-/// 64 random bits for this process; the clock and the process id if the system's random
-/// source fails (it does not, on any supported platform).
-fn process_nonce() -> u64 {
-    getrandom::u64().unwrap_or_else(|_| {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |since| since.as_nanos() as u64);
-        nanos ^ (u64::from(std::process::id()) << 32)
-    })
-}
-
-impl fmt::Debug for ClaimToken {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("ClaimToken").field(&self.0).finish()
-    }
-}
-
-impl fmt::Display for ClaimToken {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
 }
 
 /// A store operation failed: the layer answers `503 Service Unavailable` and the provider
@@ -143,9 +101,9 @@ impl StoreError {
 /// Where the layer records claims and completions. Object-safe: `Arc<dyn IdempotencyStore>`
 /// works.
 ///
-/// Implementations must make [`claim`](Self::claim) atomic: among any number of concurrent
-/// claims of one id, exactly one may be acquired. The conformance suite in `testing` (feature
-/// `test-util`) checks this and every other rule of the module docs.
+/// Implementations follow the [rules of the module docs](self#the-rules); the conformance
+/// suite in `testing` (feature `test-util`) checks each of them, including concurrent claims
+/// and a model-based property test.
 ///
 /// # A complete custom store
 ///
@@ -154,99 +112,139 @@ impl StoreError {
 ///
 /// ```
 /// use std::{collections::HashMap, sync::Mutex, time::{Duration, Instant}};
-/// use async_trait::async_trait;
-/// use sangho_webhook::store::{Claim, ClaimToken, IdempotencyStore, StoreError};
+/// use sangho_webhook::store::{Claim, ClaimToken, IdempotencyStore, StoreError, async_trait};
 ///
-/// enum Record {
-///     InFlight { token: ClaimToken, until: Instant },
-///     Completed { until: Instant },
-/// }
+/// struct Record { token: ClaimToken, completed: bool, until: Instant }
 ///
 /// #[derive(Default)]
 /// struct MapStore(Mutex<HashMap<String, Record>>);
 ///
+/// impl MapStore {
+///     /// Runs `change` on the live record of `id` (`None` if there is none): one atomic step.
+///     fn with<T>(&self, id: &str, change: impl FnOnce(&mut Option<Record>) -> T) -> T {
+///         let mut map = self.0.lock().unwrap();
+///         let mut record = map.remove(id).filter(|record| record.until > Instant::now());
+///         let answer = change(&mut record);
+///         if let Some(record) = record {
+///             map.insert(id.to_owned(), record);
+///         }
+///         answer
+///     }
+/// }
+///
+/// fn record(token: &ClaimToken, completed: bool, ttl: Duration) -> Option<Record> {
+///     Some(Record { token: *token, completed, until: Instant::now() + ttl })
+/// }
+///
 /// #[async_trait]
 /// impl IdempotencyStore for MapStore {
-///     async fn claim(&self, event_id: &str, _event_type: &str, lease: Duration)
+///     async fn claim(&self, id: &str, _type: &str, token: &ClaimToken, lease: Duration)
 ///         -> Result<Claim, StoreError>
 ///     {
-///         let now = Instant::now();
-///         let mut map = self.0.lock().unwrap();
-///         match map.get(event_id) {
-///             Some(Record::Completed { until }) if *until > now => return Ok(Claim::Completed),
-///             Some(Record::InFlight { until, .. }) if *until > now => return Ok(Claim::InFlight),
-///             _ => {}
-///         }
-///         let token = ClaimToken::generate();
-///         map.insert(event_id.to_owned(), Record::InFlight { token: token.clone(), until: now + lease });
-///         Ok(Claim::Acquired(token))
+///         Ok(self.with(id, |live| match live {
+///             Some(record) if record.completed => Claim::Completed,
+///             Some(_) => Claim::InFlight,
+///             None => {
+///                 *live = record(token, false, lease);
+///                 Claim::Acquired
+///             }
+///         }))
 ///     }
 ///
-///     async fn complete(&self, event_id: &str, token: &ClaimToken, retention: Duration)
+///     async fn renew(&self, id: &str, _type: &str, token: &ClaimToken, lease: Duration)
 ///         -> Result<bool, StoreError>
 ///     {
-///         let now = Instant::now();
-///         let mut map = self.0.lock().unwrap();
-///         match map.get(event_id) {
-///             Some(Record::InFlight { token: owner, .. }) if owner == token => {
-///                 map.insert(event_id.to_owned(), Record::Completed { until: now + retention });
-///                 Ok(true)
+///         Ok(self.with(id, |live| match live {
+///             Some(record) if record.token != *token => false,
+///             Some(record) if record.completed => true,
+///             _ => {
+///                 *live = record(token, false, lease);
+///                 true
 ///             }
-///             _ => Ok(false),
-///         }
+///         }))
 ///     }
 ///
-///     async fn release(&self, event_id: &str, token: &ClaimToken) -> Result<bool, StoreError> {
-///         let mut map = self.0.lock().unwrap();
-///         match map.get(event_id) {
-///             Some(Record::InFlight { token: owner, .. }) if owner == token => {
-///                 map.remove(event_id);
-///                 Ok(true)
+///     async fn complete(&self, id: &str, _type: &str, token: &ClaimToken, retention: Duration)
+///         -> Result<bool, StoreError>
+///     {
+///         Ok(self.with(id, |live| match live {
+///             Some(record) if record.token != *token => false,
+///             _ => {
+///                 *live = record(token, true, retention);
+///                 true
 ///             }
-///             _ => Ok(false),
-///         }
+///         }))
+///     }
+///
+///     async fn release(&self, id: &str, token: &ClaimToken) -> Result<bool, StoreError> {
+///         Ok(self.with(id, |live| match live {
+///             Some(record) if record.token == *token && !record.completed => {
+///                 *live = None;
+///                 true
+///             }
+///             _ => false,
+///         }))
 ///     }
 /// }
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
-/// let store = MapStore::default();
-/// let Claim::Acquired(token) = store.claim("evt_1", "payment_intent.succeeded", Duration::from_secs(30)).await.unwrap()
-/// else { panic!("a new event is acquired") };
-/// assert_eq!(store.claim("evt_1", "payment_intent.succeeded", Duration::from_secs(30)).await.unwrap(), Claim::InFlight);
-/// assert!(store.complete("evt_1", &token, Duration::from_secs(3600)).await.unwrap());
-/// assert_eq!(store.claim("evt_1", "payment_intent.succeeded", Duration::from_secs(30)).await.unwrap(), Claim::Completed);
+/// let (store, lease, retention) = (MapStore::default(), Duration::from_secs(30), Duration::from_secs(3600));
+/// let token = ClaimToken::generate();
+/// let claim = |token| store.claim("evt_1", "payment_intent.succeeded", token, lease);
+/// assert_eq!(claim(&token).await.unwrap(), Claim::Acquired);
+/// assert_eq!(claim(&ClaimToken::generate()).await.unwrap(), Claim::InFlight);
+/// assert!(store.renew("evt_1", "payment_intent.succeeded", &token, lease).await.unwrap());
+/// assert!(store.complete("evt_1", "payment_intent.succeeded", &token, retention).await.unwrap());
+/// assert_eq!(claim(&ClaimToken::generate()).await.unwrap(), Claim::Completed);
 /// # }
 /// ```
+///
+/// (A store that takes a lock across `await`s, or talks to a server, does the same
+/// read-decide-write as one atomic step of its backend: one statement, one script.)
 #[async_trait]
 pub trait IdempotencyStore: Send + Sync + 'static {
-    /// Atomically claims `event_id` for `lease`.
+    /// Atomically claims `event_id` for `token`, for `lease`.
     ///
-    /// Answers [`Claim::Acquired`] when the id is unknown, or known only through a claim whose
-    /// lease has expired, or a completion whose retention has passed; [`Claim::Completed`] when
-    /// it was completed within the retention; [`Claim::InFlight`] when another owner's lease is
-    /// still running. `event_type` is recorded for operators (the SQL schema has a column for
-    /// it); it takes no part in the decision.
+    /// Answers [`Claim::Acquired`] when the id has no live record (unknown, or its lease or
+    /// retention has run out), [`Claim::Completed`] when it was completed within the retention,
+    /// and [`Claim::InFlight`] when another owner's lease is still running. `event_type` is
+    /// recorded for operators (the SQL schema has a column for it); it takes no part in the
+    /// decision.
     async fn claim(
         &self,
         event_id: &str,
         event_type: &str,
+        token: &ClaimToken,
         lease: Duration,
     ) -> Result<Claim, StoreError>;
 
-    /// Marks the event completed and keeps it for `retention`, if `token` still owns the claim
-    /// on it. Answers whether it did: `false` means the owner was stale (its lease expired and
-    /// another delivery took the event over, or the claim is gone), and nothing was changed.
+    /// Extends `token`'s claim on `event_id` to `lease` from now, recording it again if the
+    /// event has no live record. Answers `false` when another owner holds or completed the event (the
+    /// claim was taken over), and `true` when the token holds the claim, or completed the event.
+    async fn renew(
+        &self,
+        event_id: &str,
+        event_type: &str,
+        token: &ClaimToken,
+        lease: Duration,
+    ) -> Result<bool, StoreError>;
+
+    /// Records `event_id` as completed by `token` for `retention`, unless another owner holds
+    /// it or completed it. Answers whether it did: `true` also when the token's own record had
+    /// expired, been evicted or lost, and on a repeated completion by the same token; `false`
+    /// when another delivery took the event over (nothing is changed then).
     async fn complete(
         &self,
         event_id: &str,
+        event_type: &str,
         token: &ClaimToken,
         retention: Duration,
     ) -> Result<bool, StoreError>;
 
-    /// Forgets the claim, if `token` still owns it, so that the next delivery processes the
-    /// event. Answers whether it did; a stale owner changes nothing, and a completed event stays
-    /// completed.
+    /// Forgets `token`'s live in-flight claim on `event_id`, so that the next delivery processes
+    /// the event. Answers whether it did; any other record (another owner's claim, a completed
+    /// event) is left as it is.
     async fn release(&self, event_id: &str, token: &ClaimToken) -> Result<bool, StoreError>;
 }
 
@@ -256,18 +254,30 @@ impl<T: IdempotencyStore + ?Sized> IdempotencyStore for Arc<T> {
         &self,
         event_id: &str,
         event_type: &str,
+        token: &ClaimToken,
         lease: Duration,
     ) -> Result<Claim, StoreError> {
-        (**self).claim(event_id, event_type, lease).await
+        (**self).claim(event_id, event_type, token, lease).await
+    }
+
+    async fn renew(
+        &self,
+        event_id: &str,
+        event_type: &str,
+        token: &ClaimToken,
+        lease: Duration,
+    ) -> Result<bool, StoreError> {
+        (**self).renew(event_id, event_type, token, lease).await
     }
 
     async fn complete(
         &self,
         event_id: &str,
+        event_type: &str,
         token: &ClaimToken,
         retention: Duration,
     ) -> Result<bool, StoreError> {
-        (**self).complete(event_id, token, retention).await
+        (**self).complete(event_id, event_type, token, retention).await
     }
 
     async fn release(&self, event_id: &str, token: &ClaimToken) -> Result<bool, StoreError> {

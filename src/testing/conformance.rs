@@ -35,8 +35,6 @@ pub const LONG: Duration = Duration::from_secs(3_600);
 /// How many concurrent claims [`concurrent_claims_yield_exactly_one_acquired`] makes.
 pub const CONCURRENT_CLAIMS: usize = 200;
 
-const TYPE: &str = "payment_intent.succeeded";
-
 /// A fresh event id, unique across runs and processes: `evt_<label>_<unique>`.
 ///
 /// # Panics
@@ -47,18 +45,46 @@ pub fn unique_event_id(label: &str) -> String {
     format!("evt_{label}_{}", ClaimToken::generate())
 }
 
-async fn acquire(store: &dyn IdempotencyStore, id: &str, lease: Duration) -> ClaimToken {
-    match store.claim(id, TYPE, lease).await {
-        Ok(Claim::Acquired(token)) => token,
+/// The event type the checks use.
+pub const EVENT_TYPE: &str = "payment_intent.succeeded";
+const TYPE: &str = EVENT_TYPE;
+
+/// Claims `id` with a fresh token for `lease`, and panics unless the claim is acquired.
+pub async fn acquire(store: &dyn IdempotencyStore, id: &str, lease: Duration) -> ClaimToken {
+    let token = ClaimToken::generate();
+    match store.claim(id, TYPE, &token, lease).await {
+        Ok(Claim::Acquired) => token,
         other => panic!("claiming {id} should acquire it, got {other:?}"),
     }
 }
 
+/// Claims `id` with a fresh token and a long lease, and answers what the store found.
 async fn claim(store: &dyn IdempotencyStore, id: &str) -> Claim {
     store
-        .claim(id, TYPE, LONG)
+        .claim(id, TYPE, &ClaimToken::generate(), LONG)
         .await
         .unwrap_or_else(|error| panic!("claiming {id} failed: {error:?}"))
+}
+
+async fn renew(store: &dyn IdempotencyStore, id: &str, token: &ClaimToken, lease: Duration) -> bool {
+    store
+        .renew(id, TYPE, token, lease)
+        .await
+        .unwrap_or_else(|error| panic!("renewing {id} failed: {error:?}"))
+}
+
+async fn complete(store: &dyn IdempotencyStore, id: &str, token: &ClaimToken, retention: Duration) -> bool {
+    store
+        .complete(id, TYPE, token, retention)
+        .await
+        .unwrap_or_else(|error| panic!("completing {id} failed: {error:?}"))
+}
+
+async fn release(store: &dyn IdempotencyStore, id: &str, token: &ClaimToken) -> bool {
+    store
+        .release(id, token)
+        .await
+        .unwrap_or_else(|error| panic!("releasing {id} failed: {error:?}"))
 }
 
 /// The first claim of an unknown event acquires it.
@@ -78,7 +104,7 @@ pub async fn second_claim_while_leased_is_in_flight(store: Arc<dyn IdempotencySt
 pub async fn completed_event_is_completed(store: Arc<dyn IdempotencyStore>) {
     let id = unique_event_id("completed");
     let token = acquire(&*store, &id, LONG).await;
-    assert!(store.complete(&id, &token, LONG).await.unwrap());
+    assert!(complete(&*store, &id, &token, LONG).await);
     assert_eq!(claim(&*store, &id).await, Claim::Completed);
 }
 
@@ -87,24 +113,53 @@ pub async fn completed_event_is_completed(store: Arc<dyn IdempotencyStore>) {
 pub async fn completed_event_outlives_the_lease(store: Arc<dyn IdempotencyStore>) {
     let id = unique_event_id("outlives");
     let token = acquire(&*store, &id, SHORT).await;
-    assert!(store.complete(&id, &token, LONG).await.unwrap());
+    assert!(complete(&*store, &id, &token, LONG).await);
     tokio::time::sleep(PAST_SHORT).await;
     assert_eq!(claim(&*store, &id).await, Claim::Completed);
 }
 
-/// `complete` with a token that does not own the claim answers `false` and changes nothing.
-pub async fn complete_with_wrong_token_changes_nothing(store: Arc<dyn IdempotencyStore>) {
+/// `complete` with a token that does not own the live claim answers `false` and changes
+/// nothing; the owner can still complete.
+pub async fn complete_while_another_holds_changes_nothing(store: Arc<dyn IdempotencyStore>) {
     let id = unique_event_id("wrongdone");
     let token = acquire(&*store, &id, LONG).await;
-    assert!(
-        !store
-            .complete(&id, &ClaimToken::generate(), LONG)
-            .await
-            .unwrap()
-    );
+    assert!(!complete(&*store, &id, &ClaimToken::generate(), LONG).await);
     assert_eq!(claim(&*store, &id).await, Claim::InFlight);
-    // The owner can still complete it.
-    assert!(store.complete(&id, &token, LONG).await.unwrap());
+    assert!(complete(&*store, &id, &token, LONG).await);
+    assert_eq!(claim(&*store, &id).await, Claim::Completed);
+}
+
+/// `complete` by another token after the event was completed answers `false`.
+pub async fn complete_after_another_completed_changes_nothing(store: Arc<dyn IdempotencyStore>) {
+    let id = unique_event_id("othersdone");
+    let token = acquire(&*store, &id, LONG).await;
+    assert!(complete(&*store, &id, &token, LONG).await);
+    assert!(!complete(&*store, &id, &ClaimToken::generate(), LONG).await);
+    assert_eq!(claim(&*store, &id).await, Claim::Completed);
+}
+
+/// A repeated completion by the same token succeeds.
+pub async fn repeated_completion_succeeds(store: Arc<dyn IdempotencyStore>) {
+    let id = unique_event_id("twice");
+    let token = acquire(&*store, &id, LONG).await;
+    assert!(complete(&*store, &id, &token, LONG).await);
+    assert!(complete(&*store, &id, &token, LONG).await);
+    assert_eq!(claim(&*store, &id).await, Claim::Completed);
+}
+
+/// An owner whose lease ran out, but whose event nobody took over, still completes it.
+pub async fn complete_after_own_lease_expired_succeeds(store: Arc<dyn IdempotencyStore>) {
+    let id = unique_event_id("latedone");
+    let token = acquire(&*store, &id, SHORT).await;
+    tokio::time::sleep(PAST_SHORT).await;
+    assert!(complete(&*store, &id, &token, LONG).await);
+    assert_eq!(claim(&*store, &id).await, Claim::Completed);
+}
+
+/// A completion whose claim record is gone (evicted, lost by the backend) records the event.
+pub async fn complete_without_a_record_records_the_event(store: Arc<dyn IdempotencyStore>) {
+    let id = unique_event_id("lostdone");
+    assert!(complete(&*store, &id, &ClaimToken::generate(), LONG).await);
     assert_eq!(claim(&*store, &id).await, Claim::Completed);
 }
 
@@ -112,7 +167,7 @@ pub async fn complete_with_wrong_token_changes_nothing(store: Arc<dyn Idempotenc
 pub async fn release_with_wrong_token_changes_nothing(store: Arc<dyn IdempotencyStore>) {
     let id = unique_event_id("wrongfree");
     acquire(&*store, &id, LONG).await;
-    assert!(!store.release(&id, &ClaimToken::generate()).await.unwrap());
+    assert!(!release(&*store, &id, &ClaimToken::generate()).await);
     assert_eq!(claim(&*store, &id).await, Claim::InFlight);
 }
 
@@ -120,7 +175,7 @@ pub async fn release_with_wrong_token_changes_nothing(store: Arc<dyn Idempotency
 pub async fn released_event_is_acquired_again(store: Arc<dyn IdempotencyStore>) {
     let id = unique_event_id("released");
     let token = acquire(&*store, &id, LONG).await;
-    assert!(store.release(&id, &token).await.unwrap());
+    assert!(release(&*store, &id, &token).await);
     let second = acquire(&*store, &id, LONG).await;
     assert_ne!(second, token);
 }
@@ -129,32 +184,74 @@ pub async fn released_event_is_acquired_again(store: Arc<dyn IdempotencyStore>) 
 pub async fn release_after_complete_changes_nothing(store: Arc<dyn IdempotencyStore>) {
     let id = unique_event_id("donefree");
     let token = acquire(&*store, &id, LONG).await;
-    assert!(store.complete(&id, &token, LONG).await.unwrap());
-    assert!(!store.release(&id, &token).await.unwrap());
+    assert!(complete(&*store, &id, &token, LONG).await);
+    assert!(!release(&*store, &id, &token).await);
     assert_eq!(claim(&*store, &id).await, Claim::Completed);
 }
 
-/// Operations on an unknown event answer `false` and create nothing.
-pub async fn settling_an_unknown_event_changes_nothing(store: Arc<dyn IdempotencyStore>) {
+/// Releasing an unknown event answers `false` and creates nothing.
+pub async fn releasing_an_unknown_event_changes_nothing(store: Arc<dyn IdempotencyStore>) {
     let id = unique_event_id("unknown");
-    let token = ClaimToken::generate();
-    assert!(!store.complete(&id, &token, LONG).await.unwrap());
-    assert!(!store.release(&id, &token).await.unwrap());
+    assert!(!release(&*store, &id, &ClaimToken::generate()).await);
     acquire(&*store, &id, LONG).await;
 }
 
-/// A claim whose lease expired (its owner crashed) is taken over by the next claim, and the
-/// stale owner can then neither complete nor release it.
+/// Renewing extends the owner's lease: after the first lease would have run out, the event is
+/// still in flight.
+pub async fn renew_extends_the_lease(store: Arc<dyn IdempotencyStore>) {
+    let id = unique_event_id("renewed");
+    let token = acquire(&*store, &id, SHORT).await;
+    assert!(renew(&*store, &id, &token, LONG).await);
+    tokio::time::sleep(PAST_SHORT).await;
+    assert_eq!(claim(&*store, &id).await, Claim::InFlight);
+    assert!(complete(&*store, &id, &token, LONG).await);
+}
+
+/// Another token cannot renew a live claim, and its attempt changes nothing.
+pub async fn renew_by_another_token_changes_nothing(store: Arc<dyn IdempotencyStore>) {
+    let id = unique_event_id("otherrenew");
+    let token = acquire(&*store, &id, SHORT).await;
+    assert!(!renew(&*store, &id, &ClaimToken::generate(), LONG).await);
+    tokio::time::sleep(PAST_SHORT).await;
+    // The owner's short lease was not extended: the event is taken over.
+    let next = acquire(&*store, &id, LONG).await;
+    assert!(!renew(&*store, &id, &token, LONG).await);
+    assert!(complete(&*store, &id, &next, LONG).await);
+}
+
+/// An owner whose lease ran out, but whose event nobody took over, renews it back.
+pub async fn renew_after_own_lease_expired_keeps_the_claim(store: Arc<dyn IdempotencyStore>) {
+    let id = unique_event_id("laterenew");
+    let token = acquire(&*store, &id, SHORT).await;
+    tokio::time::sleep(PAST_SHORT).await;
+    assert!(renew(&*store, &id, &token, LONG).await);
+    assert_eq!(claim(&*store, &id).await, Claim::InFlight);
+}
+
+/// Renewing a completed event by its owner answers `true` and leaves it completed; by another
+/// token, `false`.
+pub async fn renew_after_completion_changes_nothing(store: Arc<dyn IdempotencyStore>) {
+    let id = unique_event_id("donerenew");
+    let token = acquire(&*store, &id, LONG).await;
+    assert!(complete(&*store, &id, &token, LONG).await);
+    assert!(renew(&*store, &id, &token, LONG).await);
+    assert!(!renew(&*store, &id, &ClaimToken::generate(), LONG).await);
+    assert_eq!(claim(&*store, &id).await, Claim::Completed);
+}
+
+/// A claim whose lease expired (its owner crashed) is taken over by the next claim; the stale
+/// owner can then neither renew, complete nor release it.
 pub async fn expired_lease_is_taken_over(store: Arc<dyn IdempotencyStore>) {
     let id = unique_event_id("expired");
     let stale = acquire(&*store, &id, SHORT).await;
     tokio::time::sleep(PAST_SHORT).await;
     let owner = acquire(&*store, &id, LONG).await;
     assert_ne!(owner, stale);
-    assert!(!store.complete(&id, &stale, LONG).await.unwrap());
-    assert!(!store.release(&id, &stale).await.unwrap());
+    assert!(!renew(&*store, &id, &stale, LONG).await);
+    assert!(!complete(&*store, &id, &stale, LONG).await);
+    assert!(!release(&*store, &id, &stale).await);
     assert_eq!(claim(&*store, &id).await, Claim::InFlight);
-    assert!(store.complete(&id, &owner, LONG).await.unwrap());
+    assert!(complete(&*store, &id, &owner, LONG).await);
     assert_eq!(claim(&*store, &id).await, Claim::Completed);
 }
 
@@ -162,7 +259,7 @@ pub async fn expired_lease_is_taken_over(store: Arc<dyn IdempotencyStore>) {
 pub async fn completed_event_is_forgotten_after_retention(store: Arc<dyn IdempotencyStore>) {
     let id = unique_event_id("forgotten");
     let token = acquire(&*store, &id, LONG).await;
-    assert!(store.complete(&id, &token, SHORT).await.unwrap());
+    assert!(complete(&*store, &id, &token, SHORT).await);
     assert_eq!(claim(&*store, &id).await, Claim::Completed);
     tokio::time::sleep(PAST_SHORT).await;
     acquire(&*store, &id, LONG).await;
@@ -173,37 +270,120 @@ pub async fn events_are_independent(store: Arc<dyn IdempotencyStore>) {
     let (first, second) = (unique_event_id("one"), unique_event_id("two"));
     let token = acquire(&*store, &first, LONG).await;
     acquire(&*store, &second, LONG).await;
-    assert!(store.complete(&first, &token, LONG).await.unwrap());
+    assert!(complete(&*store, &first, &token, LONG).await);
     assert_eq!(claim(&*store, &first).await, Claim::Completed);
     assert_eq!(claim(&*store, &second).await, Claim::InFlight);
 }
 
-/// [`CONCURRENT_CLAIMS`] concurrent claims of one event, from many tasks: exactly one acquires,
-/// all others see it in flight.
-pub async fn concurrent_claims_yield_exactly_one_acquired(store: Arc<dyn IdempotencyStore>) {
-    let id: Arc<str> = unique_event_id("race").into();
-    let barrier = Arc::new(tokio::sync::Barrier::new(CONCURRENT_CLAIMS));
+/// `claimers` concurrent claims of `id`, each with its own token, released together: the
+/// number acquired and the number in flight.
+async fn race(store: &Arc<dyn IdempotencyStore>, id: &str, claimers: usize) -> (usize, usize) {
+    let id: Arc<str> = id.into();
+    let barrier = Arc::new(tokio::sync::Barrier::new(claimers));
     let mut tasks = tokio::task::JoinSet::new();
-    for _ in 0..CONCURRENT_CLAIMS {
+    for _ in 0..claimers {
         let (store, id, barrier) = (store.clone(), id.clone(), barrier.clone());
         tasks.spawn(async move {
             barrier.wait().await;
-            store.claim(&id, TYPE, LONG).await
+            store.claim(&id, TYPE, &ClaimToken::generate(), LONG).await
         });
     }
     let (mut acquired, mut in_flight) = (0, 0);
     while let Some(joined) = tasks.join_next().await {
         match joined.expect("claim task panicked") {
-            Ok(Claim::Acquired(_)) => acquired += 1,
+            Ok(Claim::Acquired) => acquired += 1,
             Ok(Claim::InFlight) => in_flight += 1,
             other => panic!("a concurrent claim answered {other:?}"),
         }
     }
+    (acquired, in_flight)
+}
+
+/// [`CONCURRENT_CLAIMS`] concurrent claims of one event, from many tasks: exactly one acquires,
+/// all others see it in flight.
+pub async fn concurrent_claims_yield_exactly_one_acquired(store: Arc<dyn IdempotencyStore>) {
+    let id = unique_event_id("race");
     assert_eq!(
-        (acquired, in_flight),
+        race(&store, &id, CONCURRENT_CLAIMS).await,
         (1, CONCURRENT_CLAIMS - 1),
         "exactly one of {CONCURRENT_CLAIMS} concurrent claims may acquire"
     );
+}
+
+/// How many concurrent claimers race for an expired record in the takeover checks.
+pub const TAKEOVER_CLAIMERS: usize = 100;
+
+/// [`TAKEOVER_CLAIMERS`] concurrent claims of an event whose lease expired: exactly one takes
+/// it over.
+pub async fn concurrent_takeover_of_an_expired_lease_has_one_winner(
+    store: Arc<dyn IdempotencyStore>,
+) {
+    let id = unique_event_id("leaserace");
+    acquire(&*store, &id, SHORT).await;
+    tokio::time::sleep(PAST_SHORT).await;
+    assert_eq!(
+        race(&store, &id, TAKEOVER_CLAIMERS).await,
+        (1, TAKEOVER_CLAIMERS - 1),
+        "exactly one of {TAKEOVER_CLAIMERS} claimers may take over an expired lease"
+    );
+}
+
+/// [`TAKEOVER_CLAIMERS`] concurrent claims of an event whose retention passed: exactly one
+/// acquires it.
+pub async fn concurrent_takeover_of_an_expired_retention_has_one_winner(
+    store: Arc<dyn IdempotencyStore>,
+) {
+    let id = unique_event_id("keptrace");
+    let token = acquire(&*store, &id, LONG).await;
+    assert!(complete(&*store, &id, &token, SHORT).await);
+    tokio::time::sleep(PAST_SHORT).await;
+    assert_eq!(
+        race(&store, &id, TAKEOVER_CLAIMERS).await,
+        (1, TAKEOVER_CLAIMERS - 1),
+        "exactly one of {TAKEOVER_CLAIMERS} claimers may acquire an event past its retention"
+    );
+}
+
+/// How many random histories [`store_follows_the_reference_model`] runs: the
+/// `SANGHO_MODEL_CASES` environment variable, or `default`.
+pub fn model_cases(default: usize) -> usize {
+    std::env::var("SANGHO_MODEL_CASES")
+        .ok()
+        .and_then(|cases| cases.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Random histories of claim, renew, complete, release and time passing, on two events and
+/// three owners, each checked step by step against a reference model of the rules.
+///
+/// `cases` histories of up to 12 steps run; records are written with a lease or retention of
+/// either `short` or an hour, and "time passing" sleeps a little over twice `short`, so that
+/// every step falls clearly before or after an expiry. Each history uses fresh ids. A failure
+/// names the seed, the history and the step; set `SANGHO_MODEL_SEED` to replay it.
+pub async fn store_follows_the_reference_model(
+    store: Arc<dyn IdempotencyStore>,
+    cases: usize,
+    short: Duration,
+) {
+    let seed = std::env::var("SANGHO_MODEL_SEED")
+        .ok()
+        .and_then(|seed| seed.parse().ok())
+        .unwrap_or_else(|| fastrand::u64(..));
+    let mut rng = fastrand::Rng::with_seed(seed);
+    for case in 0..cases {
+        let history = super::model::history(&mut rng);
+        super::model::check(&*store, &history, short, LONG)
+            .await
+            .unwrap_or_else(|failure| {
+                panic!("seed {seed}, case {case}: {failure}\nhistory: {history:#?}")
+            });
+    }
+}
+
+/// [`store_follows_the_reference_model`] with [`model_cases`]`(50)` histories and leases of
+/// 300 ms: the form the conformance macro runs.
+pub async fn reference_model(store: Arc<dyn IdempotencyStore>) {
+    store_follows_the_reference_model(store, model_cases(50), Duration::from_millis(300)).await;
 }
 
 /// How many concurrent deliveries [`concurrent_deliveries_run_the_handler_once`] makes.
@@ -292,16 +472,27 @@ macro_rules! __conformance_tests {
             second_claim_while_leased_is_in_flight,
             completed_event_is_completed,
             completed_event_outlives_the_lease,
-            complete_with_wrong_token_changes_nothing,
+            complete_while_another_holds_changes_nothing,
+            complete_after_another_completed_changes_nothing,
+            repeated_completion_succeeds,
+            complete_after_own_lease_expired_succeeds,
+            complete_without_a_record_records_the_event,
             release_with_wrong_token_changes_nothing,
             released_event_is_acquired_again,
             release_after_complete_changes_nothing,
-            settling_an_unknown_event_changes_nothing,
+            releasing_an_unknown_event_changes_nothing,
+            renew_extends_the_lease,
+            renew_by_another_token_changes_nothing,
+            renew_after_own_lease_expired_keeps_the_claim,
+            renew_after_completion_changes_nothing,
             expired_lease_is_taken_over,
             completed_event_is_forgotten_after_retention,
             events_are_independent,
             concurrent_claims_yield_exactly_one_acquired,
-            concurrent_deliveries_run_the_handler_once
+            concurrent_takeover_of_an_expired_lease_has_one_winner,
+            concurrent_takeover_of_an_expired_retention_has_one_winner,
+            concurrent_deliveries_run_the_handler_once,
+            reference_model
         );
     };
     ([$($attribute:tt)*] $make_store:expr;) => {};

@@ -15,6 +15,7 @@ pub mod conformance;
 mod delivery;
 pub mod fixtures;
 mod handler;
+mod model;
 mod send;
 
 pub use delivery::Delivery;
