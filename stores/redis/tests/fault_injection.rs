@@ -238,7 +238,7 @@ async fn a_hung_server_costs_503s_in_bounded_time() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs a redis-server binary (/usr/bin/redis-server or SANGHO_TEST_REDIS_SERVER): run with --include-ignored"]
 async fn scripts_are_loaded_again_after_a_script_flush() {
-    use sangho_webhook::store::{Claim, IdempotencyStore};
+    use sangho_webhook::store::{Claim, ClaimToken, IdempotencyStore};
     use sangho_webhook_redis::redis;
 
     let server = RedisServer::start().await;
@@ -255,18 +255,24 @@ async fn scripts_are_loaded_again_after_a_script_flush() {
             .expect("SCRIPT FLUSH");
     };
 
-    let Claim::Acquired(token) = store.claim("evt_flush", TYPE, lease).await.unwrap() else {
-        panic!("a fresh event is acquired");
-    };
+    let claim = |token| store.claim("evt_flush", TYPE, token, lease);
+    let token = ClaimToken::generate();
+    assert_eq!(claim(&token).await.unwrap(), Claim::Acquired);
     flush().await;
     assert!(store.release("evt_flush", &token).await.unwrap());
-    let Claim::Acquired(token) = store.claim("evt_flush", TYPE, lease).await.unwrap() else {
-        panic!("a released event is acquired again");
-    };
+    let token = ClaimToken::generate();
+    assert_eq!(claim(&token).await.unwrap(), Claim::Acquired);
     flush().await;
-    assert!(store.complete("evt_flush", &token, lease).await.unwrap());
+    assert!(store.renew("evt_flush", TYPE, &token, lease).await.unwrap());
+    flush().await;
+    assert!(
+        store
+            .complete("evt_flush", TYPE, &token, lease)
+            .await
+            .unwrap()
+    );
     assert_eq!(
-        store.claim("evt_flush", TYPE, lease).await.unwrap(),
+        claim(&ClaimToken::generate()).await.unwrap(),
         Claim::Completed
     );
 }
