@@ -51,9 +51,11 @@ async fn an_outage_costs_503s_and_no_lost_or_duplicated_event() {
         .await
         .expect("the test's redis-server answers");
     let handler = CountingHandler::new();
-    let service = SanghoWebhookLayer::new(secret(), store)
+    let service = SanghoWebhookLayer::builder(secret(), store)
         .with_clock(fixtures::fixed_clock)
         .with_store_timeout(STORE_TIMEOUT)
+        .build()
+        .expect("valid settings")
         .layer(handler.clone());
 
     // Redis up: events are processed once.
@@ -128,9 +130,11 @@ async fn a_store_that_dies_mid_handler_loses_nothing() {
         .await
         .expect("the test's redis-server answers");
     let handler = CountingHandler::new().with_delay(Duration::from_millis(300));
-    let service = SanghoWebhookLayer::new(secret(), store)
+    let service = SanghoWebhookLayer::builder(secret(), store)
         .with_clock(fixtures::fixed_clock)
         .with_store_timeout(STORE_TIMEOUT)
+        .build()
+        .expect("valid settings")
         .layer(handler.clone());
 
     let id = unique_event_id("midway");
@@ -188,10 +192,12 @@ async fn a_hung_server_costs_503s_in_bounded_time() {
         .expect("the test's redis-server answers");
     let handler = CountingHandler::new();
     // A store timeout far above the response timeout: the store itself must give up.
-    let service = SanghoWebhookLayer::new(secret(), store)
+    let service = SanghoWebhookLayer::builder(secret(), store)
         .with_clock(fixtures::fixed_clock)
         .with_store_timeout(Duration::from_secs(30))
         .with_lease(Duration::from_secs(2))
+        .build()
+        .expect("valid settings")
         .layer(handler.clone());
 
     assert_eq!(
