@@ -13,8 +13,8 @@ use tokio::time::{Instant, sleep, timeout};
 
 use crate::{
     SanghoEvent,
+    error_chain::ErrorChain,
     layer::Config,
-    service::ErrorChain,
     store::{Claim, ClaimToken, StoreError},
 };
 

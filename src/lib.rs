@@ -80,6 +80,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod body;
+mod error_chain;
 pub mod event;
 mod future;
 mod guard;

@@ -15,6 +15,7 @@ use tracing::{Instrument, field::Empty};
 
 use crate::{
     ResponseBody, ResponseFuture, SanghoEvent,
+    error_chain::ErrorChain,
     guard::{ClaimGuard, Completion},
     layer::Config,
     rejection::{Rejection, RejectionKind, duplicate_response},
@@ -267,19 +268,4 @@ fn reject<B>(
 
 fn record_outcome(outcome: &'static str) {
     tracing::Span::current().record("outcome", outcome);
-}
-
-/// Displays an error with its sources, `outer: inner: innermost`.
-pub(crate) struct ErrorChain<'a>(pub(crate) &'a (dyn StdError + 'static));
-
-impl std::fmt::Display for ErrorChain<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.0)?;
-        let mut source = self.0.source();
-        while let Some(error) = source {
-            write!(f, ": {error}")?;
-            source = error.source();
-        }
-        Ok(())
-    }
 }
