@@ -125,7 +125,8 @@ impl ClaimGuard {
                     error = %ErrorChain(&error),
                     "could not record the event as completed; retrying in the background"
                 );
-                // Dropping the guard now spawns the retries.
+                self.on_drop = OnDrop::Nothing;
+                tokio::spawn(self.claim.clone().complete_with_retries());
                 return Completion::Retrying;
             }
         };
@@ -153,6 +154,13 @@ impl Drop for ClaimGuard {
             );
             return;
         };
+        tracing::warn!(
+            event_id = %self.claim.event_id,
+            outcome = "abandoned",
+            settling = ?on_drop,
+            "the delivery ended before it was settled (the client went away, or the handler \
+             panicked); settling its claim in the background"
+        );
         let claim = self.claim.clone();
         runtime.spawn(async move {
             match on_drop {

@@ -85,6 +85,7 @@ pub mod event;
 mod future;
 mod guard;
 mod layer;
+mod outcome;
 mod rejection;
 mod service;
 pub mod signature;
@@ -92,10 +93,11 @@ pub mod store;
 #[cfg(feature = "test-util")]
 pub mod testing;
 
-pub use body::ResponseBody;
+pub use body::{ResponseBody, WebhookBody};
 pub use event::SanghoEvent;
 pub use future::ResponseFuture;
 pub use layer::{ConfigError, SanghoWebhookLayer, SanghoWebhookLayerBuilder};
+pub use outcome::Outcome;
 pub use rejection::{Rejection, RejectionKind};
 pub use service::{EVENT_ID_HEADER, SIGNATURE_HEADER, SanghoWebhook};
 

@@ -16,7 +16,7 @@ use common::{FaultyStore, SpyStore, TYPE, builder, layer, secret};
 use http::{Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full};
 use sangho_webhook::{
-    Rejection, RejectionKind, SanghoEvent,
+    Rejection, RejectionKind, SanghoEvent, WebhookBody,
     signature::Secret,
     store::{Claim, MokaStore},
     testing::{Answer, CountingHandler, Delivery, fixtures, send},
@@ -81,7 +81,7 @@ async fn signed_event_is_processed_once_and_completed() {
 async fn handler_sees_the_event_and_the_unchanged_body() {
     let delivery = event("evt_seen").signed(&secret(), NOW);
     let sent = delivery.body_bytes().clone();
-    let handler = tower::service_fn(move |request: Request<Full<Bytes>>| {
+    let handler = tower::service_fn(move |request: Request<WebhookBody>| {
         let sent = sent.clone();
         async move {
             let event = request.extensions().get::<SanghoEvent>().cloned().unwrap();
