@@ -82,6 +82,9 @@
 mod body;
 mod error_chain;
 pub mod event;
+#[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
+pub mod extract;
 mod future;
 mod guard;
 mod layer;
@@ -95,6 +98,8 @@ pub mod testing;
 
 pub use body::{ResponseBody, WebhookBody};
 pub use event::SanghoEvent;
+#[cfg(feature = "axum")]
+pub use extract::Event;
 pub use future::ResponseFuture;
 pub use layer::{ConfigError, SanghoWebhookLayer, SanghoWebhookLayerBuilder};
 pub use outcome::Outcome;

@@ -108,7 +108,11 @@ async fn a_completion_after_a_takeover_is_taken_over() {
     tokio::time::sleep(Duration::from_millis(1_200)).await;
     let other = ClaimToken::generate();
     let lease = Duration::from_secs(60);
-    store.inner.claim("evt_o8", TYPE, &other, lease).await.unwrap();
+    store
+        .inner
+        .claim("evt_o8", TYPE, &other, lease)
+        .await
+        .unwrap();
     store.faults.set_down(false);
     let answer = running.await.unwrap();
     assert_eq!(outcome(&answer), Outcome::TakenOver);
@@ -182,6 +186,10 @@ fn the_header_names_are_header_names() {
         .signed(&secret(), fixtures::NOW)
         .with_event_id_header("evt_h")
         .into_request();
-    assert!(request.headers().contains_key(sangho_webhook::SIGNATURE_HEADER));
+    assert!(
+        request
+            .headers()
+            .contains_key(sangho_webhook::SIGNATURE_HEADER)
+    );
     assert_eq!(request.headers()[sangho_webhook::EVENT_ID_HEADER], "evt_h");
 }
