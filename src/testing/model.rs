@@ -8,7 +8,7 @@ use crate::store::{Claim, ClaimToken, IdempotencyStore};
 
 const EVENTS: usize = 2;
 const OWNERS: usize = 3;
-const TYPE: &str = "payment_intent.succeeded";
+const TYPE: &str = super::fixtures::EVENT_TYPE;
 
 /// One step of a history.
 #[derive(Clone, Copy, Debug)]

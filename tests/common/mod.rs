@@ -14,17 +14,12 @@ use std::{
 
 use sangho_webhook::{
     SanghoWebhookLayer, SanghoWebhookLayerBuilder,
-    signature::Secret,
     store::{Claim, ClaimToken, IdempotencyStore, MokaStore, StoreError, async_trait},
     testing::fixtures,
 };
 pub mod logs;
 
-pub const TYPE: &str = "payment_intent.succeeded";
-
-pub fn secret() -> Secret {
-    Secret::new(fixtures::SECRET).unwrap()
-}
+pub use sangho_webhook::testing::fixtures::{EVENT_TYPE as TYPE, secret};
 
 /// A builder with the fixture secret, at the fixtures' fixed time.
 pub fn builder(store: impl IdempotencyStore) -> SanghoWebhookLayerBuilder {
