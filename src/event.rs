@@ -9,6 +9,8 @@ use serde::{
 };
 use serde_json::Value;
 
+use crate::store::ClaimToken;
+
 /// The longest event id the layer accepts (the SQL schema's `VARCHAR(50)`).
 pub const MAX_EVENT_ID_LEN: usize = 50;
 /// The longest event type the layer accepts (the SQL schema's `VARCHAR(100)`).
@@ -51,6 +53,7 @@ pub struct SanghoEvent {
     livemode: Option<bool>,
     api_version: Option<String>,
     raw: Bytes,
+    claim: Option<ClaimToken>,
 }
 
 /// Why a verified body is not an acceptable event.
@@ -231,6 +234,7 @@ impl SanghoEvent {
             livemode: head.livemode,
             api_version: head.api_version,
             raw,
+            claim: None,
         })
     }
 
@@ -262,6 +266,20 @@ impl SanghoEvent {
     /// The exact, verified body.
     pub fn raw(&self) -> &Bytes {
         &self.raw
+    }
+
+    /// The token of this delivery's claim on the event, which the layer drew before calling
+    /// the handler: a store that can join the handler's own database transaction records the
+    /// completion with it, so that the handler's effects and the completion commit together.
+    /// `None` for an event parsed outside the layer.
+    pub fn claim_token(&self) -> Option<&ClaimToken> {
+        self.claim.as_ref()
+    }
+
+    /// The event with this delivery's claim token.
+    pub(crate) fn with_claim_token(mut self, token: ClaimToken) -> Self {
+        self.claim = Some(token);
+        self
     }
 
     /// Deserializes `data.object` into the type the handler expects for this event type.

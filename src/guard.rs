@@ -75,6 +75,11 @@ impl ClaimGuard {
         }
     }
 
+    /// The token of the claim.
+    pub(crate) fn token(&self) -> ClaimToken {
+        self.claim.token
+    }
+
     /// The id of the event claimed.
     pub(crate) fn event_id(&self) -> &str {
         &self.claim.event_id

@@ -219,7 +219,9 @@ where
     // 8. Call the handler with the event and the unchanged body, renewing the claim meanwhile.
     let event_id = guard.event_id().to_owned();
     let mut request = Request::from_parts(parts, WebhookBody::new(event.raw().clone()));
-    request.extensions_mut().insert(event);
+    request
+        .extensions_mut()
+        .insert(event.with_claim_token(guard.token()));
     let result = guard.renewing(inner.call(request)).await;
 
     // 9. Record the outcome. Dropping this future before here releases the claim (the guard).
