@@ -23,11 +23,12 @@
 //!    delivery processes it.
 //!
 //! ```
-//! use axum::{Extension, Json, Router, routing::post};
+//! use axum::{Json, Router, routing::post};
 //! use sangho_webhook::{SanghoEvent, SanghoWebhookLayer, signature::Secret, store::MokaStore};
 //! use serde_json::{Value, json};
 //!
-//! async fn handle(Extension(event): Extension<SanghoEvent>) -> Json<Value> {
+//! // `SanghoEvent` is an axum extractor with the `axum` feature.
+//! async fn handle(event: SanghoEvent) -> Json<Value> {
 //!     tracing::info!(id = event.id(), kind = event.event_type(), "processing");
 //!     Json(json!({ "received": true }))
 //! }

@@ -26,14 +26,14 @@ pub const MAX_EVENT_TYPE_LEN: usize = 100;
 /// the request body (cloning a `SanghoEvent` does not copy them).
 ///
 /// ```
-/// use axum::{Extension, Json};
+/// use axum::Json;
 /// use sangho_webhook::SanghoEvent;
 /// use serde::Deserialize;
 ///
 /// #[derive(Deserialize)]
 /// struct PaymentIntent { id: String, amount: u64 }
 ///
-/// async fn handler(Extension(event): Extension<SanghoEvent>) -> Json<serde_json::Value> {
+/// async fn handler(event: SanghoEvent) -> Json<serde_json::Value> {
 ///     if event.event_type() == "payment_intent.succeeded" {
 ///         if let Ok(intent) = event.data_object::<PaymentIntent>() {
 ///             println!("{} paid {}", intent.id, intent.amount);
