@@ -46,7 +46,12 @@ fn main() {
             let token = ClaimToken::generate();
             let claim = store.claim(id, TYPE, &token, lease).await;
             assert_eq!(claim.expect("claimed"), Claim::Acquired);
-            assert!(store.complete(id, TYPE, &token, retention).await.expect("completed"));
+            assert!(
+                store
+                    .complete(id, TYPE, &token, retention)
+                    .await
+                    .expect("completed")
+            );
         }
     });
     store.run_pending_tasks();
