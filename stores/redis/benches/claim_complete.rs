@@ -168,7 +168,7 @@ impl Variants {
         let mut tasks = tokio::task::JoinSet::new();
         for task in 0..CONCURRENCY {
             let count = iters / CONCURRENCY + u64::from(task < iters % CONCURRENCY);
-            let (variants, batch) = (self.clone(), batch.clone());
+            let variants = self.clone();
             tasks.spawn(async move {
                 for n in 0..count {
                     let id = format!("evt_{}_{task}_{n}", &batch.as_str()[..12]);
