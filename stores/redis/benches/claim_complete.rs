@@ -10,7 +10,9 @@
 //!   NX PX <lease> GET`, then the owner-checked completion script by `EVALSHA`;
 //! - `redis_store`: [`RedisStore::claim`] then [`RedisStore::complete`].
 //!
-//! Each runs over its own `ConnectionManager` built with `RedisStore::manager_config()`. After
+//! Each runs over its own connection built with `RedisStore::manager_config()`: the raw
+//! variants over a `ConnectionManager`, the store over the `HealingConnection` that
+//! `RedisStore::connect` builds. After
 //! the criterion group, the variants run again in interleaved rounds (so that the load of a
 //! shared machine hits them alike), and the median ratios are printed.
 //!
@@ -26,7 +28,7 @@ use std::{
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use sangho_webhook::store::{Claim, ClaimToken, IdempotencyStore};
 use sangho_webhook_redis::{
-    RedisStore,
+    HealingConnection, RedisStore,
     redis::{self, Script, aio::ConnectionManager},
 };
 use tokio::runtime::Runtime;
@@ -186,9 +188,11 @@ impl Variants {
 fn claim_complete(c: &mut Criterion) {
     let runtime = Runtime::new().expect("a tokio runtime");
     let managers = runtime.block_on(async {
-        Ok::<_, redis::RedisError>((manager().await?, manager().await?, manager().await?))
+        let client = redis::Client::open(redis_url())?;
+        let store = HealingConnection::new(client, RedisStore::manager_config()).await?;
+        Ok::<_, redis::RedisError>((manager().await?, manager().await?, store))
     });
-    let (raw, checked, store_manager) = match managers {
+    let (raw, checked, store_connection) = match managers {
         Ok(managers) => managers,
         Err(error) => {
             eprintln!(
@@ -207,7 +211,7 @@ fn claim_complete(c: &mut Criterion) {
         script: Arc::new(Script::new(
             "local value = redis.call('GET', KEYS[1])\nlocal completed = 'completed:' .. ARGV[1]\nif value == false or value == ARGV[1] or value == completed then\n  redis.call('SET', KEYS[1], completed, 'PX', ARGV[2])\n  return 1\nend\nreturn 0\n",
         )),
-        store: RedisStore::new(store_manager).with_prefix(format!("{prefix}store:")),
+        store: RedisStore::new(store_connection).with_prefix(format!("{prefix}store:")),
         prefix: prefix.clone(),
     };
 

@@ -87,7 +87,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 async fn show(
-    redis: &mut redis::aio::ConnectionManager,
+    redis: &mut sangho_webhook_redis::HealingConnection,
     key: &str,
     when: &str,
 ) -> redis::RedisResult<()> {

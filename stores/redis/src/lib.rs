@@ -98,9 +98,15 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod connect;
+mod connection;
+mod durability;
 mod scripts;
 mod store;
 
+pub use connect::{ConnectError, ConnectOptions};
+pub use connection::HealingConnection;
+pub use durability::ReplicationError;
 pub use redis;
 pub use store::RedisStore;
 

@@ -1,0 +1,96 @@
+//! A Redis Cluster of the test's own: three primaries (no replicas) on free loopback ports,
+//! each in its own temporary directory, created with `redis-cli --cluster create` and killed
+//! when dropped.
+
+use std::{
+    process::Stdio,
+    time::{Duration, Instant},
+};
+
+use sangho_webhook_redis::redis;
+
+use super::RedisServer;
+
+pub struct Cluster {
+    pub nodes: Vec<RedisServer>,
+}
+
+/// The `redis-cli` binary, from `SANGHO_TEST_REDIS_CLI` or `/usr/bin/redis-cli`.
+fn redis_cli() -> String {
+    std::env::var("SANGHO_TEST_REDIS_CLI").unwrap_or_else(|_| "/usr/bin/redis-cli".to_owned())
+}
+
+impl Cluster {
+    /// Starts three cluster-enabled servers, joins them into one cluster that covers every
+    /// slot, and waits (at most 30 s) until every node says the cluster is `ok`.
+    pub async fn start() -> Self {
+        let mut nodes = Vec::new();
+        for _ in 0..3 {
+            nodes.push(
+                RedisServer::start_with(&[
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-config-file",
+                    "nodes.conf",
+                    "--cluster-node-timeout",
+                    "2000",
+                    "--save",
+                    "",
+                    "--appendonly",
+                    "no",
+                ])
+                .await,
+            );
+        }
+        let addresses: Vec<String> = nodes
+            .iter()
+            .map(|node| format!("127.0.0.1:{}", node.port()))
+            .collect();
+        let create = tokio::process::Command::new(redis_cli())
+            .args(["--cluster", "create"])
+            .args(&addresses)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output();
+        let output = tokio::time::timeout(Duration::from_secs(30), create)
+            .await
+            .expect("redis-cli --cluster create finishes within 30 s")
+            .expect("run redis-cli");
+        assert!(
+            output.status.success(),
+            "redis-cli --cluster create failed: {}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let cluster = Self { nodes };
+        cluster.wait_until_ok().await;
+        cluster
+    }
+
+    async fn wait_until_ok(&self) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let ok = self.nodes.iter().all(|node| {
+                matches!(
+                    node.command(&["CLUSTER", "INFO"]),
+                    redis::Value::BulkString(info)
+                        if String::from_utf8_lossy(&info).contains("cluster_state:ok")
+                )
+            });
+            if ok {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the cluster is not ok after 30 s"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The nodes' URLs.
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(RedisServer::url).collect()
+    }
+}
