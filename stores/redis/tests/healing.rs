@@ -11,6 +11,7 @@ use common::{
     RedisServer,
     deliver::{deliver, deliver_until_ok, service},
     proxy::Proxy,
+    wait_for_link,
 };
 use http::StatusCode;
 use sangho_webhook::testing::{CountingHandler, conformance::unique_event_id};
@@ -104,28 +105,6 @@ async fn a_half_open_connection_is_replaced_within_seconds() {
     assert_eq!(handler.calls(), processed + refused.len());
 }
 
-fn info_replication(server: &RedisServer) -> String {
-    match server.command(&["INFO", "replication"]) {
-        sangho_webhook_redis::redis::Value::BulkString(info) => {
-            String::from_utf8_lossy(&info).into_owned()
-        }
-        sangho_webhook_redis::redis::Value::VerbatimString { text, .. } => text,
-        other => panic!("INFO replication answered {other:?}"),
-    }
-}
-
-/// Waits (at most 10 s) until `replica` is in sync with its primary.
-async fn wait_for_link(replica: &RedisServer) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !info_replication(replica).contains("master_link_status:up") {
-        assert!(
-            Instant::now() < deadline,
-            "the replica did not sync in 10 s"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// A failover behind the configured address: the replica is promoted (`REPLICAOF NO ONE`), the
 /// old primary demoted to a replica of it, and the address (here a proxy, in production a DNS
 /// name, a virtual IP or a service) sends new connections to the new primary. The store's open
@@ -136,18 +115,7 @@ async fn wait_for_link(replica: &RedisServer) {
 #[ignore = "needs a redis-server binary (/usr/bin/redis-server or SANGHO_TEST_REDIS_SERVER): run with --include-ignored"]
 async fn a_promoted_replica_is_followed_after_readonly() {
     let primary = RedisServer::start().await;
-    let primary_port = primary.port().to_string();
-    let replica = RedisServer::start_with(&[
-        "--save",
-        "",
-        "--appendonly",
-        "no",
-        "--replicaof",
-        "127.0.0.1",
-        &primary_port,
-    ])
-    .await;
-    wait_for_link(&replica).await;
+    let replica = RedisServer::start_replica_of(&primary).await;
     let proxy = Proxy::to_port(primary.port()).await;
     let store = store_through(&proxy).await.with_prefix("failover:");
     let handler = CountingHandler::new();

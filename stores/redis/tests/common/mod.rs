@@ -173,6 +173,23 @@ impl RedisServer {
         server
     }
 
+    /// A replica of `primary` (without persistence), started and in sync.
+    pub async fn start_replica_of(primary: &RedisServer) -> Self {
+        let port = primary.port().to_string();
+        let replica = Self::start_with(&[
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--replicaof",
+            "127.0.0.1",
+            &port,
+        ])
+        .await;
+        wait_for_link(&replica).await;
+        replica
+    }
+
     /// A server that is not started yet.
     pub fn configure(args: &[&str]) -> Self {
         Self {
@@ -316,5 +333,25 @@ impl RedisServer {
 impl Drop for RedisServer {
     fn drop(&mut self) {
         self.stop(); // SIGKILL ends a paused server too
+    }
+}
+
+pub fn info_replication(server: &RedisServer) -> String {
+    match server.command(&["INFO", "replication"]) {
+        redis::Value::BulkString(info) => String::from_utf8_lossy(&info).into_owned(),
+        redis::Value::VerbatimString { text, .. } => text,
+        other => panic!("INFO replication answered {other:?}"),
+    }
+}
+
+/// Waits (at most 10 s) until `replica` is in sync with its primary.
+pub async fn wait_for_link(replica: &RedisServer) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !info_replication(replica).contains("master_link_status:up") {
+        assert!(
+            Instant::now() < deadline,
+            "the replica did not sync in 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
