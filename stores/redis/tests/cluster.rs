@@ -1,0 +1,125 @@
+//! The store on Redis Cluster: a cluster of three primaries that the test starts itself
+//! (`redis-server --cluster-enabled yes` on free loopback ports, in temporary directories,
+//! joined with `redis-cli --cluster create`), the whole conformance suite over a cluster
+//! connection, and events spread over every node.
+
+#![cfg(feature = "cluster")]
+
+mod common;
+
+use std::{sync::Arc, time::Duration};
+
+use common::{RedisServer, cluster::Cluster};
+use sangho_webhook::{
+    store::IdempotencyStore,
+    testing::{
+        CountingHandler,
+        conformance::{self, unique_event_id},
+    },
+};
+use sangho_webhook_redis::{RedisStore, redis};
+
+/// Runs every check of the conformance suite at once against `store`, and names the ones that
+/// failed.
+macro_rules! every_check {
+    ($store:expr; $($check:ident),* $(,)?) => {{
+        let mut checks = tokio::task::JoinSet::new();
+        $(
+            let store = $store.clone();
+            checks.spawn(async move {
+                let outcome = tokio::spawn(conformance::$check(store)).await;
+                (stringify!($check), outcome.is_ok())
+            });
+        )*
+        let mut failed = Vec::new();
+        while let Some(joined) = checks.join_next().await {
+            let (check, passed) = joined.expect("a check task");
+            if !passed {
+                failed.push(check);
+            }
+        }
+        failed
+    }};
+}
+
+fn keys_on(node: &RedisServer) -> i64 {
+    match node.command(&["DBSIZE"]) {
+        redis::Value::Int(keys) => keys,
+        other => panic!("DBSIZE answered {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs redis-server and redis-cli binaries (/usr/bin, or SANGHO_TEST_REDIS_SERVER and SANGHO_TEST_REDIS_CLI): run with --include-ignored"]
+async fn the_store_follows_every_rule_on_a_cluster_of_three_primaries() {
+    let cluster = Cluster::start().await;
+    let store = RedisStore::connect_cluster(cluster.urls())
+        .await
+        .expect("the test's cluster answers");
+    let store: Arc<dyn IdempotencyStore> = Arc::new(store);
+
+    let failed = tokio::time::timeout(Duration::from_secs(300), async {
+        every_check!(store;
+            first_claim_acquires,
+            second_claim_while_leased_is_in_flight,
+            completed_event_is_completed,
+            completed_event_outlives_the_lease,
+            complete_while_another_holds_changes_nothing,
+            complete_after_another_completed_changes_nothing,
+            repeated_completion_succeeds,
+            complete_after_own_lease_expired_succeeds,
+            complete_without_a_record_records_the_event,
+            release_with_wrong_token_changes_nothing,
+            released_event_is_acquired_again,
+            release_after_complete_changes_nothing,
+            releasing_an_unknown_event_changes_nothing,
+            renew_extends_the_lease,
+            renew_by_another_token_changes_nothing,
+            renew_after_own_lease_expired_keeps_the_claim,
+            renew_after_completion_changes_nothing,
+            expired_lease_is_taken_over,
+            completed_event_is_forgotten_after_retention,
+            events_are_independent,
+            concurrent_claims_yield_exactly_one_acquired,
+            concurrent_takeover_of_an_expired_lease_has_one_winner,
+            concurrent_takeover_of_an_expired_retention_has_one_winner,
+            concurrent_deliveries_run_the_handler_once,
+            reference_model,
+        )
+    })
+    .await
+    .expect("the conformance suite finishes within 300 s on the cluster");
+    assert!(
+        failed.is_empty(),
+        "conformance checks failed on the cluster: {failed:?}"
+    );
+
+    // The events were spread over the three primaries: every node took part.
+    for node in &cluster.nodes {
+        assert!(keys_on(node) > 0, "no event on port {}", node.port());
+    }
+}
+
+/// Deliveries through the layer over the cluster store: 30 events, each delivered twice, are
+/// processed once each, on whichever node owns their slot.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs redis-server and redis-cli binaries (/usr/bin, or SANGHO_TEST_REDIS_SERVER and SANGHO_TEST_REDIS_CLI): run with --include-ignored"]
+async fn deliveries_through_the_layer_on_a_cluster_are_processed_once() {
+    use common::deliver::{deliver, service};
+    use http::StatusCode;
+
+    let cluster = Cluster::start().await;
+    let store = RedisStore::connect_cluster(cluster.urls())
+        .await
+        .expect("the test's cluster answers");
+    let handler = CountingHandler::new();
+    let service = service(store, &handler, |layer| layer);
+    let ids: Vec<String> = (0..30).map(|_| unique_event_id("cluster")).collect();
+    for id in ids.iter().chain(&ids) {
+        assert_eq!(deliver(&service, id).await.0, StatusCode::OK, "{id}");
+    }
+    assert_eq!(handler.calls(), ids.len());
+    for node in &cluster.nodes {
+        assert!(keys_on(node) > 0, "no event on port {}", node.port());
+    }
+}
