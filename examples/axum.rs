@@ -20,12 +20,18 @@
 //! The SQL stores are migrated at start, and a purge task deletes completed events past the
 //! retention every hour.
 //!
-//! It serves `POST /webhooks/sangho`, logs each event and answers `{"received":true}`. Ctrl-C
-//! stops it gracefully: in-flight deliveries finish first.
+//! It serves `POST /webhooks/sangho`, logs each event and answers `{"received":true}`, and
+//! `GET /health` beside it. The webhook layer is on the webhook route only: the other routes
+//! (and unknown paths, 404) are untouched. Ctrl-C stops it gracefully: in-flight deliveries
+//! finish first. A setting that cannot work (a secret with a trailing newline, say) stops it at
+//! start with the reason.
 
-use std::{error::Error, net::SocketAddr, time::Duration};
+use std::{error::Error, net::SocketAddr, process::ExitCode, time::Duration};
 
-use axum::{Extension, Json, Router, routing::post};
+use axum::{
+    Extension, Json, Router,
+    routing::{get, post},
+};
 use sangho_webhook::{SanghoEvent, SanghoWebhookLayer, signature::Secret, store::MokaStore};
 use sangho_webhook_redis::RedisStore;
 use sangho_webhook_sqlx::{PostgresStore, PurgeTask, SqliteStore};
@@ -79,8 +85,25 @@ async fn handle(Extension(event): Extension<SanghoEvent>) -> Json<Value> {
     Json(json!({ "received": true }))
 }
 
+/// The app: the webhook route with the layer on it alone, and a health check beside it.
+pub fn app(webhooks: SanghoWebhookLayer) -> Router {
+    Router::new()
+        .route("/webhooks/sangho", post(handle).layer(webhooks))
+        .route("/health", get(|| async { "ok" }))
+}
+
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn Error>> {
+async fn main() -> ExitCode {
+    match run().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> Result<(), Box<dyn Error>> {
     tracing_subscriber::fmt()
         .with_env_filter(
             EnvFilter::try_from_default_env()
@@ -107,9 +130,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
         .unwrap_or_else(|| "sqlite://sangho-webhooks.db".to_owned());
     let (webhooks, purge) = webhook_layer(secret, &store_url).await?;
 
-    let app = Router::new()
-        .route("/webhooks/sangho", post(handle))
-        .layer(webhooks);
+    let app = app(webhooks);
     let listener = tokio::net::TcpListener::bind(address).await?;
     tracing::info!(%address, store = %redacted(&store_url), "listening on POST /webhooks/sangho");
     axum::serve(listener, app)

@@ -1,7 +1,13 @@
 //! The verified event the layer hands to the handler.
 
+use std::{borrow::Cow, fmt};
+
 use bytes::Bytes;
-use serde::{Deserialize, de::DeserializeOwned};
+use serde::{
+    Deserialize, Deserializer,
+    de::{self, DeserializeOwned, IgnoredAny, MapAccess, Visitor},
+};
+use serde_json::Value;
 
 /// The longest event id the layer accepts (the SQL schema's `VARCHAR(50)`).
 pub const MAX_EVENT_ID_LEN: usize = 50;
@@ -10,8 +16,12 @@ pub const MAX_EVENT_TYPE_LEN: usize = 100;
 
 /// A verified Sangho event, inserted into the request extensions before the handler runs.
 ///
-/// The layer parses only the fields it needs (`id`, `type`) and the standard ones beside them;
-/// `data` stays raw bytes until the handler asks for it with
+/// The layer requires only a string `id` and `type`. The standard fields beside them
+/// (`created`, `livemode`, `api_version`) read as absent when they are missing, of another
+/// type, or given twice: a signed event is never refused for a field the layer does not need,
+/// since it would be refused on every redelivery and lost. A body with two `id` or two `type`
+/// keys is refused, because another parser (the handler's) could read the other value than
+/// the one the layer deduplicated on. `data` stays raw bytes until the handler asks for it with
 /// [`data_object`](Self::data_object). The raw bytes are the exact, signed body, shared with
 /// the request body (cloning a `SanghoEvent` does not copy them).
 ///
@@ -33,7 +43,7 @@ pub const MAX_EVENT_TYPE_LEN: usize = 100;
 /// }
 /// # let _ = axum::routing::post::<_, _, ()>(handler);
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct SanghoEvent {
     id: String,
     event_type: String,
@@ -50,8 +60,9 @@ pub enum EventError {
     /// The body is not JSON.
     #[error("the body is not JSON")]
     NotJson,
-    /// The body is JSON, but has no string `id` or `type`, or a standard field of another type.
-    #[error("the body is not an event: it needs a string `id` and `type`")]
+    /// The body is JSON, but not an object with exactly one string `id` and one string
+    /// `type`.
+    #[error("the body is not an event: it needs one string `id` and one string `type`")]
     NotAnEvent,
     /// The id is not 1 to 50 characters of `[A-Za-z0-9_-]`.
     #[error("the event id must be 1 to 50 characters of [A-Za-z0-9_-]")]
@@ -62,14 +73,108 @@ pub enum EventError {
 }
 
 /// The fields the layer reads; everything else is skipped without being built.
-#[derive(Deserialize)]
-struct Head {
-    id: String,
-    #[serde(rename = "type")]
-    event_type: String,
+struct Head<'a> {
+    id: Cow<'a, str>,
+    event_type: Cow<'a, str>,
     created: Option<i64>,
     livemode: Option<bool>,
     api_version: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for Head<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(HeadVisitor)
+    }
+}
+
+struct HeadVisitor;
+
+/// An optional field: absent until seen once; seen twice, it reads as absent again.
+enum Optional {
+    Unseen,
+    Seen(Value),
+    Ambiguous,
+}
+
+impl Optional {
+    fn see(&mut self, value: Value) {
+        *self = match self {
+            Self::Unseen => Self::Seen(value),
+            _ => Self::Ambiguous,
+        };
+    }
+
+    fn get<T>(self, read: impl FnOnce(Value) -> Option<T>) -> Option<T> {
+        match self {
+            Self::Seen(value) => read(value),
+            _ => None,
+        }
+    }
+}
+
+/// A string borrowed from the body when it has no escapes, else unescaped into a `String`.
+/// (serde's own `Cow<str>` always allocates.)
+struct Text<'a>(Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Text<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct TextVisitor;
+        impl<'de> Visitor<'de> for TextVisitor {
+            type Value = Text<'de>;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+
+            fn visit_borrowed_str<E: de::Error>(self, text: &'de str) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Borrowed(text)))
+            }
+
+            fn visit_str<E: de::Error>(self, text: &str) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Owned(text.to_owned())))
+            }
+        }
+        deserializer.deserialize_str(TextVisitor)
+    }
+}
+
+impl<'de> Visitor<'de> for HeadVisitor {
+    type Value = Head<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an event object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Head<'de>, A::Error> {
+        let (mut id, mut event_type) = (None, None);
+        let mut created = Optional::Unseen;
+        let mut livemode = Optional::Unseen;
+        let mut api_version = Optional::Unseen;
+        while let Some(Text(key)) = map.next_key::<Text<'de>>()? {
+            match &*key {
+                "id" if id.is_some() => return Err(de::Error::duplicate_field("id")),
+                "id" => id = Some(map.next_value::<Text<'de>>()?.0),
+                "type" if event_type.is_some() => return Err(de::Error::duplicate_field("type")),
+                "type" => event_type = Some(map.next_value::<Text<'de>>()?.0),
+                "created" => created.see(map.next_value()?),
+                "livemode" => livemode.see(map.next_value()?),
+                "api_version" => api_version.see(map.next_value()?),
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(Head {
+            id: id.ok_or_else(|| de::Error::missing_field("id"))?,
+            event_type: event_type.ok_or_else(|| de::Error::missing_field("type"))?,
+            created: created.get(|value| value.as_i64()),
+            livemode: livemode.get(|value| value.as_bool()),
+            api_version: api_version.get(|value| match value {
+                Value::String(text) => Some(text),
+                _ => None,
+            }),
+        })
+    }
 }
 
 #[derive(Deserialize)]
@@ -120,8 +225,8 @@ impl SanghoEvent {
             return Err(EventError::InvalidType);
         }
         Ok(Self {
-            id: head.id,
-            event_type: head.event_type,
+            id: head.id.into_owned(),
+            event_type: head.event_type.into_owned(),
             created: head.created,
             livemode: head.livemode,
             api_version: head.api_version,
@@ -182,6 +287,21 @@ impl SanghoEvent {
     }
 }
 
+/// Shows the id, the type, the standard fields and the body's length; never the body, which
+/// holds payment and personal data.
+impl fmt::Debug for SanghoEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SanghoEvent")
+            .field("id", &self.id)
+            .field("event_type", &self.event_type)
+            .field("created", &self.created)
+            .field("livemode", &self.livemode)
+            .field("api_version", &self.api_version)
+            .field("body_len", &self.raw.len())
+            .finish()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -219,6 +339,65 @@ mod tests {
             parse(r#"{"id":"evt_1","type":null}"#).unwrap_err(),
             EventError::NotAnEvent
         );
+    }
+
+    #[test]
+    fn optional_fields_of_another_type_read_as_absent() {
+        for (field, value) in [
+            ("created", "1764500000.5"),
+            ("created", r#""2026-01-01T00:00:00Z""#),
+            ("created", "9223372036854775808"),
+            ("created", "-1e3"),
+            ("livemode", "0"),
+            ("livemode", r#""false""#),
+            ("api_version", "20260101"),
+            ("api_version", "null"),
+            ("created", r#"{"nested":[1,2]}"#),
+        ] {
+            let body = format!(r#"{{"id":"evt_1","type":"t","{field}":{value}}}"#);
+            let event = parse(&body).unwrap_or_else(|error| panic!("{body}: {error}"));
+            assert_eq!(event.id(), "evt_1");
+            assert_eq!(
+                (event.created(), event.livemode(), event.api_version()),
+                (None, None, None),
+                "{body}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_optional_field_given_twice_reads_as_absent() {
+        let event = parse(r#"{"id":"e","type":"t","created":1,"created":2}"#).unwrap();
+        assert_eq!(event.created(), None);
+    }
+
+    #[test]
+    fn a_duplicate_id_or_type_is_refused() {
+        for body in [
+            r#"{"id":"evt_a","type":"t","id":"evt_b"}"#,
+            r#"{"id":"evt_a","type":"t","type":"u"}"#,
+            r#"{"id":"evt_a","id":"evt_a","type":"t"}"#,
+        ] {
+            assert_eq!(parse(body).unwrap_err(), EventError::NotAnEvent, "{body}");
+        }
+    }
+
+    #[test]
+    fn escaped_ids_are_read_unescaped() {
+        let event = parse(r#"{"id":"evt\u005f1","type":"t"}"#).unwrap();
+        assert_eq!(event.id(), "evt_1");
+    }
+
+    #[test]
+    fn debug_shows_the_id_and_the_length_but_not_the_body() {
+        let event =
+            parse(r#"{"id":"evt_1","type":"t","data":{"card":"4242424242424242"}}"#).unwrap();
+        let debug = format!("{event:?}");
+        assert!(
+            debug.contains("evt_1") && debug.contains("body_len"),
+            "{debug}"
+        );
+        assert!(!debug.contains("4242"), "{debug}");
     }
 
     #[test]

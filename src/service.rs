@@ -1,4 +1,4 @@
-//! [`SanghoWebhook`]: the request path, step by step as in SPEC.md section 2.
+//! [`SanghoWebhook`]: the request path, step by step as in the crate docs.
 
 use std::{
     error::Error as StdError,
@@ -15,11 +15,11 @@ use tracing::{Instrument, field::Empty};
 
 use crate::{
     ResponseBody, ResponseFuture, SanghoEvent,
-    future::ClaimGuard,
+    guard::{ClaimGuard, Completion},
     layer::Config,
     rejection::{Rejection, RejectionKind, duplicate_response},
-    signature,
-    store::{Claim, ClaimToken, StoreError},
+    signature::SignatureHeader,
+    store::Claim,
 };
 
 /// The header carrying the signature.
@@ -88,7 +88,7 @@ where
     }
 }
 
-/// One delivery, in the order of SPEC.md section 2.
+/// One delivery, in the order of the crate docs.
 async fn receive<S, ReqBody, ResBody>(
     config: Arc<Config>,
     mut inner: S,
@@ -100,55 +100,89 @@ where
     ReqBody::Error: Into<BoxError>,
 {
     let (parts, body) = request.into_parts();
+    // 1 to 5: the limit, the signature header, the body, the signature, the event.
     let event = match verified_event(&config, &parts.headers, body).await {
         Ok(event) => event,
-        Err(kind) => return Ok(reject(&config, kind)),
+        Err(kind) => return Ok(reject(&config, kind, None)),
     };
+    // 6. The deduplication key is the signed id; an unsigned header must agree with it.
+    if let Some(header_id) = parts.headers.get(&EVENT_ID_NAME)
+        && header_id.as_bytes() != event.id().as_bytes()
+    {
+        return Ok(reject(
+            &config,
+            RejectionKind::EventIdMismatch,
+            Some(event.id()),
+        ));
+    }
 
-    // 5. Claim the event.
-    let token = ClaimToken::generate();
-    let guard = match claim(&config, &event, &token).await {
-        Ok(Claim::Acquired) => Some(ClaimGuard::new(&config, &event, token)),
+    // 7. Claim the event under a fresh token. From here, dropping the guard settles the claim.
+    let mut guard = ClaimGuard::new(&config, &event);
+    match guard.claim().await {
+        Ok(Claim::Acquired) => {}
         Ok(Claim::Completed) => {
             record_outcome("duplicate");
-            tracing::debug!("already processed; acknowledged as a duplicate");
+            tracing::info!(
+                event_id = event.id(),
+                "already processed; acknowledged as a duplicate"
+            );
             return Ok(duplicate_response().map(ResponseBody::answer));
         }
-        Ok(Claim::InFlight) => return Ok(reject(&config, RejectionKind::InFlight)),
-        Err(error) if config.fail_open => {
-            tracing::error!(error = %ErrorChain(&error), "store failed; failing open");
-            None
+        Ok(Claim::InFlight) => {
+            return Ok(reject(&config, RejectionKind::InFlight, Some(event.id())));
         }
+        Err(error) if config.fail_open => tracing::error!(
+            event_id = event.id(),
+            error = %ErrorChain(&error),
+            "the idempotency store failed; failing open: processing without deduplication"
+        ),
         Err(error) => {
-            tracing::error!(error = %ErrorChain(&error), "store failed");
-            return Ok(reject(&config, RejectionKind::StoreUnavailable));
+            tracing::error!(
+                event_id = event.id(),
+                error = %ErrorChain(&error),
+                "the idempotency store failed; answering 503 so that the provider retries"
+            );
+            return Ok(reject(
+                &config,
+                RejectionKind::StoreUnavailable,
+                Some(event.id()),
+            ));
         }
-    };
+    }
 
-    // 6. Call the handler with the event and the unchanged body.
+    // 8. Call the handler with the event and the unchanged body, renewing the claim meanwhile.
+    let event_id = guard.event_id().to_owned();
     let mut request = Request::from_parts(parts, Full::new(event.raw().clone()));
     request.extensions_mut().insert(event);
-    let result = inner.call(request).await;
+    let result = guard.renewing(inner.call(request)).await;
 
-    // 7. Record the outcome. Dropping this future before here releases the claim (the guard).
+    // 9. Record the outcome. Dropping this future before here releases the claim (the guard).
     let succeeded = matches!(&result, Ok(response) if response.status().is_success());
     if succeeded {
         record_outcome("processed");
-        tracing::debug!("processed; completing the claim");
-        if let Some(guard) = guard {
-            guard.complete().await;
+        if guard.complete().await == Completion::Completed {
+            tracing::debug!(event_id, "processed and recorded as completed");
         }
     } else {
         record_outcome("failed");
-        tracing::warn!("the handler failed; releasing the claim for the next delivery");
-        if let Some(guard) = guard {
-            guard.release().await;
+        match &result {
+            Ok(response) => tracing::warn!(
+                event_id,
+                status = response.status().as_u16(),
+                "the handler did not succeed; releasing the claim for the next delivery"
+            ),
+            Err(_) => tracing::warn!(
+                event_id,
+                "the handler failed with an error; releasing the claim for the next delivery"
+            ),
         }
+        guard.release().await;
     }
     result.map(|response| response.map(ResponseBody::inner))
 }
 
-/// Steps 1 to 4: the body under its limit, the signature, the event, the event id header.
+/// Steps 1 to 5: the declared length, the signature header and its timestamp (before any of
+/// the body is read), the body under its limit, the signature, the event.
 async fn verified_event<B>(
     config: &Config,
     headers: &HeaderMap,
@@ -158,47 +192,43 @@ where
     B: Body,
     B::Error: Into<BoxError>,
 {
-    let body = read_body(headers, body, config.max_body_size).await?;
+    if declared_length(headers).is_some_and(|length| length > config.max_body_size as u64) {
+        return Err(RejectionKind::PayloadTooLarge);
+    }
+    let mut values = headers.get_all(&SIGNATURE_NAME).iter();
+    let (Some(value), None) = (values.next(), values.next()) else {
+        return Err(RejectionKind::MalformedSignature);
+    };
+    let text = value
+        .to_str()
+        .map_err(|_| RejectionKind::MalformedSignature)?;
+    let signature = SignatureHeader::parse(text)?;
+    signature.check_timestamp((config.clock)(), config.tolerance)?;
 
-    let signature = headers
-        .get(&SIGNATURE_NAME)
-        .filter(|_| headers.get_all(&SIGNATURE_NAME).iter().count() == 1)
-        .and_then(|value| value.to_str().ok())
-        .ok_or(RejectionKind::MalformedSignature)?;
-    signature::verify(
-        signature,
-        &body,
-        &config.secrets,
-        (config.clock)(),
-        config.tolerance,
-    )?;
+    let body = read_body(body, config.max_body_size).await?;
+    signature.verify(&body, &config.secrets)?;
 
     let event = SanghoEvent::parse(body)?;
     let span = tracing::Span::current();
     span.record("event_id", event.id());
     span.record("event_type", event.event_type());
-
-    if let Some(header_id) = headers.get(&EVENT_ID_NAME)
-        && header_id.as_bytes() != event.id().as_bytes()
-    {
-        return Err(RejectionKind::EventIdMismatch);
-    }
     Ok(event)
 }
 
-/// Step 1: collects the body, refusing it as soon as it is known to exceed `limit`.
-async fn read_body<B>(headers: &HeaderMap, body: B, limit: usize) -> Result<Bytes, RejectionKind>
+/// The `Content-Length` the client declared, if any.
+fn declared_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse::<u64>().ok())
+}
+
+/// Step 3: collects the body, refusing it as soon as it is known to exceed `limit`.
+async fn read_body<B>(body: B, limit: usize) -> Result<Bytes, RejectionKind>
 where
     B: Body,
     B::Error: Into<BoxError>,
 {
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.parse::<u64>().ok());
-    if declared.is_some_and(|length| length > limit as u64) {
-        return Err(RejectionKind::PayloadTooLarge);
-    }
     match Limited::new(body, limit).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(error) if error.is::<LengthLimitError>() => Err(RejectionKind::PayloadTooLarge),
@@ -209,28 +239,27 @@ where
     }
 }
 
-/// Step 5, bounded by the store timeout.
-async fn claim(
+/// Logs the refusal (with the event id when it is known) and builds its response. A store
+/// failure is logged by the caller, with its cause.
+fn reject<B>(
     config: &Config,
-    event: &SanghoEvent,
-    token: &ClaimToken,
-) -> Result<Claim, StoreError> {
-    let claim = config
-        .store
-        .claim(event.id(), event.event_type(), token, config.lease);
-    tokio::time::timeout(config.store_timeout, claim)
-        .await
-        .unwrap_or(Err(StoreError::Timeout(config.store_timeout)))
-}
-
-/// Logs the rejection and builds its response.
-fn reject<B>(config: &Config, kind: RejectionKind) -> Response<ResponseBody<B>> {
-    record_outcome(match kind {
-        RejectionKind::InFlight => "in_flight",
-        RejectionKind::StoreUnavailable => "store_error",
-        _ => "rejected",
-    });
-    tracing::warn!(reason = kind.code(), "webhook delivery refused");
+    kind: RejectionKind,
+    event_id: Option<&str>,
+) -> Response<ResponseBody<B>> {
+    match kind {
+        RejectionKind::InFlight => {
+            record_outcome("in_flight");
+            tracing::info!(
+                event_id,
+                "another delivery of this event is being processed; answering 409"
+            );
+        }
+        RejectionKind::StoreUnavailable => record_outcome("store_error"),
+        _ => {
+            record_outcome("rejected");
+            tracing::warn!(event_id, reason = kind.code(), "webhook delivery refused");
+        }
+    }
     Rejection::new(kind)
         .into_response(config.retry_after)
         .map(ResponseBody::answer)

@@ -12,11 +12,11 @@ use std::{
 };
 
 use bytes::Bytes;
-use common::{BrokenStore, Failure, SpyStore, TYPE, layer, secret};
+use common::{FaultyStore, SpyStore, TYPE, builder, layer, secret};
 use http::{Request, Response, StatusCode};
 use http_body_util::Full;
 use sangho_webhook::{
-    store::{Claim, IdempotencyStore, MokaStore},
+    store::{Claim, ClaimToken, IdempotencyStore, MokaStore},
     testing::{CountingHandler, Delivery, fixtures, send},
 };
 use tower::{Layer, ServiceExt};
@@ -66,7 +66,7 @@ async fn inner_error_releases_the_claim() {
     let result = service.oneshot(delivery("evt_err").into_request()).await;
     assert!(result.is_err(), "the inner error is passed through");
     assert_eq!(store.releases(), 1);
-    assert!(matches!(store.peek("evt_err").await, Claim::Acquired(_)));
+    assert!(matches!(store.peek("evt_err").await, Claim::Acquired));
 }
 
 #[tokio::test]
@@ -82,7 +82,7 @@ async fn panic_in_the_handler_releases_the_claim() {
     let task = tokio::spawn(service.oneshot(delivery("evt_panic").into_request()));
     assert!(task.await.unwrap_err().is_panic());
     wait_for_release(&store).await;
-    assert!(matches!(store.peek("evt_panic").await, Claim::Acquired(_)));
+    assert!(matches!(store.peek("evt_panic").await, Claim::Acquired));
 }
 
 #[tokio::test]
@@ -123,7 +123,9 @@ async fn dropped_response_future_releases_the_claim() {
 #[tokio::test]
 async fn failed_completion_still_returns_the_handler_response() {
     let handler = CountingHandler::new();
-    let service = layer(BrokenStore::new(Failure::CompletionErrors)).layer(handler.clone());
+    let store = FaultyStore::default();
+    store.faults.set_completions_fail(true);
+    let service = layer(store).layer(handler.clone());
     let answer = send(&service, delivery("evt_nocomplete").into_request()).await;
     assert_eq!(answer.status, StatusCode::OK);
     assert_eq!(answer.json(), serde_json::json!({ "received": true }));
@@ -135,10 +137,15 @@ async fn claim_of_a_crashed_process_is_taken_over_after_its_lease() {
     let store = MokaStore::new();
     // A process claimed the event, then died before completing or releasing it.
     let crashed = store
-        .claim("evt_crash", TYPE, Duration::from_millis(500))
+        .claim(
+            "evt_crash",
+            TYPE,
+            &ClaimToken::generate(),
+            Duration::from_millis(500),
+        )
         .await
         .unwrap();
-    assert!(matches!(crashed, Claim::Acquired(_)));
+    assert!(matches!(crashed, Claim::Acquired));
 
     let handler = CountingHandler::new();
     let service = layer(store).layer(handler.clone());
@@ -154,8 +161,11 @@ async fn claim_of_a_crashed_process_is_taken_over_after_its_lease() {
 async fn completed_claim_is_kept_for_the_retention() {
     let store = SpyStore::default();
     let handler = CountingHandler::new();
-    let service = layer(store.clone())
+    let service = builder(store.clone())
         .with_retention(Duration::from_millis(300))
+        .with_short_retention_allowed(true)
+        .build()
+        .unwrap()
         .layer(handler.clone());
     assert_eq!(
         send(&service, delivery("evt_keep").into_request())

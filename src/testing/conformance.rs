@@ -66,14 +66,24 @@ async fn claim(store: &dyn IdempotencyStore, id: &str) -> Claim {
         .unwrap_or_else(|error| panic!("claiming {id} failed: {error:?}"))
 }
 
-async fn renew(store: &dyn IdempotencyStore, id: &str, token: &ClaimToken, lease: Duration) -> bool {
+async fn renew(
+    store: &dyn IdempotencyStore,
+    id: &str,
+    token: &ClaimToken,
+    lease: Duration,
+) -> bool {
     store
         .renew(id, TYPE, token, lease)
         .await
         .unwrap_or_else(|error| panic!("renewing {id} failed: {error:?}"))
 }
 
-async fn complete(store: &dyn IdempotencyStore, id: &str, token: &ClaimToken, retention: Duration) -> bool {
+async fn complete(
+    store: &dyn IdempotencyStore,
+    id: &str,
+    token: &ClaimToken,
+    retention: Duration,
+) -> bool {
     store
         .complete(id, TYPE, token, retention)
         .await
@@ -395,7 +405,10 @@ pub const CONCURRENT_DELIVERIES: usize = 100;
 pub async fn concurrent_deliveries_run_the_handler_once(store: Arc<dyn IdempotencyStore>) {
     let secret = Secret::new(fixtures::SECRET).expect("the fixture secret is not empty");
     let handler = CountingHandler::new().with_delay(Duration::from_millis(50));
-    let layer = SanghoWebhookLayer::new(secret.clone(), store).with_clock(fixtures::fixed_clock);
+    let layer = SanghoWebhookLayer::builder(secret.clone(), store)
+        .with_clock(fixtures::fixed_clock)
+        .build()
+        .expect("valid settings");
     let service = tower_layer::Layer::layer(&layer, handler.clone());
     let id = unique_event_id("deliver");
     let delivery = Delivery::event(&id, TYPE).signed(&secret, fixtures::NOW);

@@ -81,7 +81,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let secret = Secret::new(
         std::env::var("SANGHO_WEBHOOK_SECRET").unwrap_or_else(|_| "whsec_development_only".into()),
     )?;
-    let layer = SanghoWebhookLayer::new(secret, store).with_lease(lease);
+    let layer = SanghoWebhookLayer::builder(secret, store)
+        .with_lease(lease)
+        .build()
+        .expect("valid settings");
     println!("{layer:?}");
     Ok(())
 }

@@ -51,9 +51,11 @@ async fn an_outage_costs_503s_and_no_lost_or_duplicated_event() {
         .await
         .expect("the test's redis-server answers");
     let handler = CountingHandler::new();
-    let service = SanghoWebhookLayer::new(secret(), store)
+    let service = SanghoWebhookLayer::builder(secret(), store)
         .with_clock(fixtures::fixed_clock)
         .with_store_timeout(STORE_TIMEOUT)
+        .build()
+        .expect("valid settings")
         .layer(handler.clone());
 
     // Redis up: events are processed once.
@@ -138,10 +140,12 @@ async fn a_store_that_dies_mid_handler_loses_nothing_and_doubles_nothing() {
         .await
         .expect("the test's redis-server answers");
     let handler = CountingHandler::new().with_delay(Duration::from_millis(500));
-    let service = SanghoWebhookLayer::new(secret(), store)
+    let service = SanghoWebhookLayer::builder(secret(), store)
         .with_clock(fixtures::fixed_clock)
         .with_store_timeout(STORE_TIMEOUT)
         .with_lease(Duration::from_secs(2))
+        .build()
+        .expect("valid settings")
         .layer(handler.clone());
 
     let id = unique_event_id("midway");
@@ -195,9 +199,11 @@ async fn a_handler_slower_than_the_lease_runs_once() {
         .expect("the test's redis-server answers");
     let lease = Duration::from_secs(1);
     let handler = CountingHandler::new().with_delay(lease * 4);
-    let service = SanghoWebhookLayer::new(secret(), store)
+    let service = SanghoWebhookLayer::builder(secret(), store)
         .with_clock(fixtures::fixed_clock)
         .with_lease(lease)
+        .build()
+        .expect("valid settings")
         .layer(handler.clone());
 
     let id = unique_event_id("slow");
@@ -236,10 +242,12 @@ async fn a_hung_server_costs_503s_in_bounded_time() {
         .expect("the test's redis-server answers");
     let handler = CountingHandler::new();
     // A store timeout far above the response timeout: the store itself must give up.
-    let service = SanghoWebhookLayer::new(secret(), store)
+    let service = SanghoWebhookLayer::builder(secret(), store)
         .with_clock(fixtures::fixed_clock)
         .with_store_timeout(Duration::from_secs(30))
         .with_lease(Duration::from_secs(2))
+        .build()
+        .expect("valid settings")
         .layer(handler.clone());
 
     assert_eq!(

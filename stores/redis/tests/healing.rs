@@ -11,7 +11,6 @@ use common::{
     RedisServer,
     deliver::{deliver, deliver_until_ok, service},
     proxy::Proxy,
-    wait_for_link,
 };
 use http::StatusCode;
 use sangho_webhook::testing::{CountingHandler, conformance::unique_event_id};

@@ -24,7 +24,7 @@ use std::{
 };
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use sangho_webhook::store::{Claim, IdempotencyStore};
+use sangho_webhook::store::{Claim, ClaimToken, IdempotencyStore};
 use sangho_webhook_sqlx::{
     PostgresStore, SqliteStore,
     sqlx::{
@@ -43,9 +43,10 @@ const TYPE: &str = "payment_intent.succeeded";
 
 /// One claim + complete of a fresh event through the store.
 async fn through_store(store: &dyn IdempotencyStore, id: &str) {
-    match store.claim(id, TYPE, LEASE).await {
-        Ok(Claim::Acquired(token)) => {
-            let completed = store.complete(id, &token, RETENTION).await;
+    let token = ClaimToken::generate();
+    match store.claim(id, TYPE, &token, LEASE).await {
+        Ok(Claim::Acquired) => {
+            let completed = store.complete(id, TYPE, &token, RETENTION).await;
             assert!(matches!(completed, Ok(true)), "{completed:?}");
         }
         other => panic!("a fresh event is acquired: {other:?}"),

@@ -23,7 +23,11 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use sangho_webhook::{SanghoWebhookLayer, signature::Secret, store::{Claim, IdempotencyStore}};
+//! use sangho_webhook::{
+//!     SanghoWebhookLayer,
+//!     signature::Secret,
+//!     store::{Claim, ClaimToken, IdempotencyStore},
+//! };
 //! use sangho_webhook_sqlx::SqliteStore;
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -35,13 +39,14 @@
 //! store.migrate().await?;
 //! let purge = store.spawn_purge(Duration::from_secs(72 * 3600), Duration::from_secs(3600));
 //!
-//! let lease = Duration::from_secs(30);
-//! let Claim::Acquired(token) = store.claim("evt_1", "charge.succeeded", lease).await? else {
-//!     unreachable!("a new event is acquired")
-//! };
-//! assert_eq!(store.claim("evt_1", "charge.succeeded", lease).await?, Claim::InFlight);
-//! store.complete("evt_1", &token, Duration::from_secs(72 * 3600)).await?;
-//! assert_eq!(store.claim("evt_1", "charge.succeeded", lease).await?, Claim::Completed);
+//! let (lease, retention) = (Duration::from_secs(30), Duration::from_secs(72 * 3600));
+//! let (token, other) = (ClaimToken::generate(), ClaimToken::generate());
+//! let claim = |token| store.claim("evt_1", "charge.succeeded", token, lease);
+//! assert_eq!(claim(&token).await?, Claim::Acquired);
+//! assert_eq!(claim(&other).await?, Claim::InFlight);
+//! assert!(store.renew("evt_1", "charge.succeeded", &token, lease).await?);
+//! assert!(store.complete("evt_1", "charge.succeeded", &token, retention).await?);
+//! assert_eq!(claim(&other).await?, Claim::Completed);
 //!
 //! // What a server does with it: the layer claims, completes and releases by itself.
 //! let layer = SanghoWebhookLayer::new(Secret::new("whsec_…")?, store);

@@ -21,8 +21,9 @@ use crate::{
 pub(crate) const SCHEMA: &str = include_str!("../migrations/mysql.sql");
 
 /// Claim in one statement. On a duplicate key the row is taken over if its expiry has passed
-/// and left as it is otherwise; `RETURNING` reports the row as it now is: ours (acquired),
-/// completed, or someone else's claim (in flight). `expires_at` is assigned last: MariaDB
+/// and left as it is otherwise; `RETURNING` reports the row as it now is (completed, or in
+/// flight) and whether this statement wrote it (its `processed_at` is the statement's time):
+/// then the claim acquired the event. `expires_at` is assigned last: MariaDB
 /// evaluates the assignments in order, so every condition still sees the old expiry.
 /// `UTC_TIMESTAMP(6)` is the statement's start: one clock reading.
 const CLAIM: &str = "\
@@ -34,16 +35,46 @@ ON DUPLICATE KEY UPDATE
     state = IF(expires_at <= UTC_TIMESTAMP(6), 'in_flight', state),
     claim_token = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(claim_token), claim_token),
     expires_at = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(expires_at), expires_at)
-RETURNING state, claim_token";
+RETURNING state, claim_token, processed_at = UTC_TIMESTAMP(6)";
 
-/// Leaves `processed_at` (and so its index) alone.
+/// Renew in one statement: extend the token's live claim, or record it again when the event has
+/// no live record; another owner's live record (and the token's own live completion) is left
+/// as it is. `RETURNING` reports the owner as it now is: the token means `true`. MariaDB
+/// evaluates the assignments in order: `state` and `claim_token` change only when the row had
+/// expired, so the last condition still reads the old owner and state, and `expires_at`,
+/// assigned last, is the old expiry in every condition.
+const RENEW: &str = "\
+INSERT INTO {table} (event_id, event_type, processed_at, state, claim_token, expires_at)
+VALUES (?, ?, UTC_TIMESTAMP(6), 'in_flight', ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)
+ON DUPLICATE KEY UPDATE
+    event_type = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(event_type), event_type),
+    processed_at = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(processed_at), processed_at),
+    state = IF(expires_at <= UTC_TIMESTAMP(6), 'in_flight', state),
+    claim_token = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(claim_token), claim_token),
+    expires_at = IF(expires_at <= UTC_TIMESTAMP(6)
+                    OR (claim_token = VALUES(claim_token) AND state = 'in_flight'),
+                    VALUES(expires_at), expires_at)
+RETURNING claim_token";
+
+/// Complete in one statement: record the event as completed by the token unless another owner
+/// holds or completed it (a live record with another token). `RETURNING` reports the owner as
+/// it now is: the token means `true`. Evaluated in order, as in [`RENEW`].
 const COMPLETE: &str = "\
-UPDATE {table}
-SET state = 'completed', expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
-WHERE event_id = ? AND state = 'in_flight' AND claim_token = ?";
+INSERT INTO {table} (event_id, event_type, processed_at, state, claim_token, expires_at)
+VALUES (?, ?, UTC_TIMESTAMP(6), 'completed', ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)
+ON DUPLICATE KEY UPDATE
+    event_type = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(event_type), event_type),
+    processed_at = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(processed_at), processed_at),
+    state = IF(expires_at <= UTC_TIMESTAMP(6) OR claim_token = VALUES(claim_token),
+               'completed', state),
+    claim_token = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(claim_token), claim_token),
+    expires_at = IF(expires_at <= UTC_TIMESTAMP(6) OR claim_token = VALUES(claim_token),
+                    VALUES(expires_at), expires_at)
+RETURNING claim_token";
 
 const RELEASE: &str = "\
-DELETE FROM {table} WHERE event_id = ? AND state = 'in_flight' AND claim_token = ?";
+DELETE FROM {table}
+WHERE event_id = ? AND state = 'in_flight' AND claim_token = ? AND expires_at > UTC_TIMESTAMP(6)";
 
 /// Every row claimed more than the retention ago, but a live claim; through the
 /// `processed_at` index.
@@ -58,7 +89,7 @@ const MIGRATION_UNLOCK: &str = "SELECT RELEASE_LOCK('sangho_webhook_sqlx_migrate
 
 /// The statements for `table`.
 fn queries(table: &TableName) -> Queries {
-    Queries::new(table, [CLAIM, COMPLETE, RELEASE, PURGE], &[])
+    Queries::new(table, [CLAIM, RENEW, COMPLETE, RELEASE, PURGE], &[])
 }
 
 /// The idempotency store over MariaDB 10.5 or later (feature `mysql`): durable, and shared by
@@ -72,8 +103,9 @@ fn queries(table: &TableName) -> Queries {
 /// [`migrate`](Self::migrate) or `migrations/mysql.sql`. Each operation is one statement:
 /// **claim** is `INSERT … ON DUPLICATE KEY UPDATE … RETURNING …` (the row is taken over only
 /// if its expiry has passed; `RETURNING` tells acquired, completed and in flight apart; InnoDB
-/// locks the row, so exactly one of any number of concurrent claims wins), **complete** an
-/// owner-checked `UPDATE` of `state` and `expires_at`, **release** an owner-checked `DELETE`.
+/// locks the row, so exactly one of any number of concurrent claims wins), **renew** and
+/// **complete** one upsert each (taken only when the row is the token's or no longer live),
+/// **release** an owner-checked `DELETE` of a live claim.
 /// Every time is the server's `UTC_TIMESTAMP(6)`, fixed for the duration of a statement.
 ///
 /// ```no_run
@@ -228,8 +260,7 @@ impl MariaDbStore {
         store_error(error, self.pool.options().get_acquire_timeout())
     }
 
-    /// Runs an owner-checked `UPDATE` or `DELETE` (complete, release): whether it changed the
-    /// claim's row.
+    /// Runs an owner-checked `DELETE` (release): whether it removed the claim's row.
     async fn owner_checked(
         &self,
         query: Query<'_, MySql, <MySql as Database>::Arguments>,
@@ -262,16 +293,38 @@ impl Purge for MariaDbStore {
     }
 }
 
+impl MariaDbStore {
+    /// Runs an upsert that answers the row's owner (renew, complete): whether it is `token`.
+    async fn owner_upsert(
+        &self,
+        sql: &Arc<str>,
+        event_id: &str,
+        event_type: &str,
+        token: &ClaimToken,
+        span: Duration,
+    ) -> Result<bool, StoreError> {
+        let (owner,): (Option<String>,) = sqlx::query_as(AssertSqlSafe(sql.clone()))
+            .bind(event_id)
+            .bind(event_type)
+            .bind(token.as_str())
+            .bind(microseconds(span))
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|error| self.error(error))?;
+        Ok(owner.as_deref() == Some(token.as_str()))
+    }
+}
+
 #[async_trait]
 impl IdempotencyStore for MariaDbStore {
     async fn claim(
         &self,
         event_id: &str,
         event_type: &str,
+        token: &ClaimToken,
         lease: Duration,
     ) -> Result<Claim, StoreError> {
-        let token = ClaimToken::generate();
-        let (state, owner): (String, Option<String>) =
+        let (state, owner, fresh): (String, Option<String>, i64) =
             sqlx::query_as(AssertSqlSafe(self.queries.claim.clone()))
                 .bind(event_id)
                 .bind(event_type)
@@ -280,20 +333,35 @@ impl IdempotencyStore for MariaDbStore {
                 .fetch_one(&self.pool)
                 .await
                 .map_err(|error| self.error(error))?;
-        claim_from_row(token, &state, owner.as_deref())
+        claim_from_row(token, &state, owner.as_deref(), fresh == 1)
+    }
+
+    async fn renew(
+        &self,
+        event_id: &str,
+        event_type: &str,
+        token: &ClaimToken,
+        lease: Duration,
+    ) -> Result<bool, StoreError> {
+        self.owner_upsert(&self.queries.renew, event_id, event_type, token, lease)
+            .await
     }
 
     async fn complete(
         &self,
         event_id: &str,
+        event_type: &str,
         token: &ClaimToken,
         retention: Duration,
     ) -> Result<bool, StoreError> {
-        let query = sqlx::query(AssertSqlSafe(self.queries.complete.clone()))
-            .bind(microseconds(retention))
-            .bind(event_id)
-            .bind(token.as_str());
-        self.owner_checked(query).await
+        self.owner_upsert(
+            &self.queries.complete,
+            event_id,
+            event_type,
+            token,
+            retention,
+        )
+        .await
     }
 
     async fn release(&self, event_id: &str, token: &ClaimToken) -> Result<bool, StoreError> {

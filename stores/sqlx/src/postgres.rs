@@ -59,17 +59,50 @@ const ASYNC_COMMIT: &str = "set_config('synchronous_commit', 'off', true)";
 /// Leaves the session's `synchronous_commit` as it is.
 const SESSION_COMMIT: &str = "NULL";
 
-/// Changes only columns no index covers: a HOT update (see `migrations/postgres.sql`).
+/// Renew in one statement: extend the token's live claim, or record it again when the event has
+/// no live record. A live completion by the token is rewritten unchanged (so the statement
+/// reports one row: `true`); another owner's live record is left alone (no row: `false`).
+const RENEW: &str = "\
+WITH commit_mode AS (SELECT {commit})
+INSERT INTO {table} AS e (event_id, event_type, processed_at, state, claim_token, expires_at)
+SELECT $1, $2, statement_timestamp(), 'in_flight', $3,
+       statement_timestamp() + $4 * INTERVAL '1 second'
+FROM commit_mode
+ON CONFLICT (event_id) DO UPDATE
+    SET event_type = CASE WHEN e.expires_at <= statement_timestamp()
+                          THEN EXCLUDED.event_type ELSE e.event_type END,
+        processed_at = CASE WHEN e.expires_at <= statement_timestamp()
+                            THEN EXCLUDED.processed_at ELSE e.processed_at END,
+        state = CASE WHEN e.expires_at <= statement_timestamp()
+                     THEN 'in_flight' ELSE e.state END,
+        claim_token = EXCLUDED.claim_token,
+        expires_at = CASE WHEN e.state = 'completed' AND e.expires_at > statement_timestamp()
+                          THEN e.expires_at ELSE EXCLUDED.expires_at END
+    WHERE e.claim_token = $3 OR e.expires_at <= statement_timestamp()";
+
+/// Complete in one statement: record the event as completed by the token unless another owner
+/// holds or completed it (a live record with another token). When the token's own record is
+/// live, `processed_at` is kept, so only columns no index covers change: a HOT update (see
+/// `migrations/postgres.sql`).
 const COMPLETE: &str = "\
-UPDATE {table}
-SET state = 'completed',
-    expires_at = statement_timestamp() + $3 * INTERVAL '1 second'
-WHERE event_id = $1 AND state = 'in_flight' AND claim_token = $2";
+INSERT INTO {table} AS e (event_id, event_type, processed_at, state, claim_token, expires_at)
+VALUES ($1, $2, statement_timestamp(), 'completed', $3,
+        statement_timestamp() + $4 * INTERVAL '1 second')
+ON CONFLICT (event_id) DO UPDATE
+    SET event_type = CASE WHEN e.expires_at <= statement_timestamp()
+                          THEN EXCLUDED.event_type ELSE e.event_type END,
+        processed_at = CASE WHEN e.expires_at <= statement_timestamp()
+                            THEN EXCLUDED.processed_at ELSE e.processed_at END,
+        state = 'completed',
+        claim_token = EXCLUDED.claim_token,
+        expires_at = EXCLUDED.expires_at
+    WHERE e.claim_token = $3 OR e.expires_at <= statement_timestamp()";
 
 const RELEASE: &str = "\
 WITH commit_mode AS (SELECT {commit})
 DELETE FROM {table} USING commit_mode
-WHERE event_id = $1 AND state = 'in_flight' AND claim_token = $2";
+WHERE event_id = $1 AND state = 'in_flight' AND claim_token = $2
+  AND expires_at > statement_timestamp()";
 
 /// Every row claimed more than the retention ago, but a live claim. The cut-off is cast to the
 /// column's type (`TIMESTAMP`), so that the `processed_at` index applies.
@@ -99,7 +132,7 @@ fn queries(table: &TableName, synchronous_claims: bool) -> Queries {
     };
     Queries::new(
         table,
-        [CLAIM, COMPLETE, RELEASE, PURGE],
+        [CLAIM, RENEW, COMPLETE, RELEASE, PURGE],
         &[("{commit}", commit)],
     )
 }
@@ -141,10 +174,13 @@ fn queries(table: &TableName, synchronous_claims: bool) -> Queries {
 ///   passed> RETURNING …`, wrapped in a CTE that tells a completed event from one in flight in
 ///   the same statement. Atomic and race-free: among any number of concurrent claims of one
 ///   event, exactly one is acquired.
-/// - **complete**: an `UPDATE` of `state` and `expires_at`, only if the row is in flight and
-///   owned by the token. No index covers those columns and the table's fillfactor leaves room,
-///   so it is a HOT update: no index is written.
-/// - **release**: a `DELETE` of the row, only if it is in flight and owned by the token.
+/// - **renew**: the same upsert, taken only when the row is the token's or no longer live:
+///   extends the token's lease, or records its claim again.
+/// - **complete**: the same upsert, recording the event as completed by the token unless
+///   another owner's record is live. On the token's own live row it changes only `state`,
+///   `claim_token` and `expires_at`, which no index covers, and the table's fillfactor leaves
+///   room, so it is a HOT update: no index is written.
+/// - **release**: a `DELETE` of the row, only if it is the token's live claim.
 ///
 /// Completions are durable as the session commits them (by default: flushed to disk before
 /// `complete` returns). Claims and releases are committed asynchronously by default, which
@@ -357,7 +393,7 @@ impl PostgresStore {
         store_error(error, self.pool.options().get_acquire_timeout())
     }
 
-    /// Runs an owner-checked `UPDATE` or `DELETE` (complete, release): whether it changed the
+    /// Runs an owner-checked statement (renew, complete, release): whether it wrote the
     /// claim's row.
     async fn owner_checked(
         &self,
@@ -383,9 +419,9 @@ impl IdempotencyStore for PostgresStore {
         &self,
         event_id: &str,
         event_type: &str,
+        token: &ClaimToken,
         lease: Duration,
     ) -> Result<Claim, StoreError> {
-        let token = ClaimToken::generate();
         let outcome: Option<(String,)> = sqlx::query_as(AssertSqlSafe(self.queries.claim.clone()))
             .bind(event_id)
             .bind(event_type)
@@ -395,7 +431,7 @@ impl IdempotencyStore for PostgresStore {
             .await
             .map_err(|error| self.error(error))?;
         match outcome.as_ref().map(|(outcome,)| outcome.as_str()) {
-            Some("acquired") => Ok(Claim::Acquired(token)),
+            Some("acquired") => Ok(Claim::Acquired),
             Some("completed") => Ok(Claim::Completed),
             Some("in_flight") | None => Ok(Claim::InFlight),
             Some(other) => Err(StoreError::Protocol(format!(
@@ -404,14 +440,31 @@ impl IdempotencyStore for PostgresStore {
         }
     }
 
+    async fn renew(
+        &self,
+        event_id: &str,
+        event_type: &str,
+        token: &ClaimToken,
+        lease: Duration,
+    ) -> Result<bool, StoreError> {
+        let query = sqlx::query(AssertSqlSafe(self.queries.renew.clone()))
+            .bind(event_id)
+            .bind(event_type)
+            .bind(token.as_str())
+            .bind(seconds(lease));
+        self.owner_checked(query).await
+    }
+
     async fn complete(
         &self,
         event_id: &str,
+        event_type: &str,
         token: &ClaimToken,
         retention: Duration,
     ) -> Result<bool, StoreError> {
         let query = sqlx::query(AssertSqlSafe(self.queries.complete.clone()))
             .bind(event_id)
+            .bind(event_type)
             .bind(token.as_str())
             .bind(seconds(retention));
         self.owner_checked(query).await

@@ -12,7 +12,7 @@ use sqlx::{
 
 use crate::{
     Error, TableName,
-    claim::{Queries, claim_from_row},
+    claim::Queries,
     error::{milliseconds, store_error},
     purge::Purge,
 };
@@ -20,31 +20,57 @@ use crate::{
 /// The schema, for the default table: `migrations/sqlite.sql`.
 pub(crate) const SCHEMA: &str = include_str!("../migrations/sqlite.sql");
 
-/// Claim in one statement. On a conflict the row is taken over if its expiry has passed and
-/// rewritten unchanged otherwise, so that `RETURNING` always reports the row as it now is: ours
-/// (acquired), completed, or someone else's claim (in flight). SQLite's `'now'` is the same for
-/// the whole statement: one clock reading.
+/// Claim: insert the claim, or take over a row whose lease (or retention) has expired. A row
+/// comes back only when the claim acquired the event; otherwise [`STATE`] tells completed from
+/// in flight. SQLite's `'now'` is the same for the whole statement: one clock reading.
 const CLAIM: &str = "\
 INSERT INTO {table} AS e (event_id, event_type, processed_at, state, claim_token, expires_at)
-VALUES (?1, ?2, strftime('%Y-%m-%d %H:%M:%f', 'now'), 'in_flight', ?3,
-        {now} + ?4)
+VALUES (?1, ?2, strftime('%Y-%m-%d %H:%M:%f', 'now'), 'in_flight', ?3, {now} + ?4)
+ON CONFLICT (event_id) DO UPDATE SET
+    event_type = excluded.event_type,
+    processed_at = excluded.processed_at,
+    state = 'in_flight',
+    claim_token = excluded.claim_token,
+    expires_at = excluded.expires_at
+WHERE e.expires_at <= {now}
+RETURNING 1";
+
+/// The state of a record a claim did not take over (read only for a duplicate delivery).
+const STATE: &str = "SELECT state FROM {table} WHERE event_id = ?1";
+
+/// Renew in one statement: extend the token's live claim, or record it again when the event has
+/// no live record. A live completion by the token is rewritten unchanged (one row changed:
+/// `true`); another owner's live record is left alone (no row changed: `false`). SQLite
+/// evaluates every `SET` expression on the row as it was.
+const RENEW: &str = "\
+INSERT INTO {table} AS e (event_id, event_type, processed_at, state, claim_token, expires_at)
+VALUES (?1, ?2, strftime('%Y-%m-%d %H:%M:%f', 'now'), 'in_flight', ?3, {now} + ?4)
 ON CONFLICT (event_id) DO UPDATE SET
     event_type = CASE WHEN e.expires_at <= {now} THEN excluded.event_type ELSE e.event_type END,
     processed_at = CASE WHEN e.expires_at <= {now} THEN excluded.processed_at ELSE e.processed_at END,
     state = CASE WHEN e.expires_at <= {now} THEN 'in_flight' ELSE e.state END,
-    claim_token = CASE WHEN e.expires_at <= {now} THEN excluded.claim_token ELSE e.claim_token END,
-    expires_at = CASE WHEN e.expires_at <= {now} THEN excluded.expires_at ELSE e.expires_at END
-RETURNING state, claim_token";
+    claim_token = excluded.claim_token,
+    expires_at = CASE WHEN e.state = 'completed' AND e.expires_at > {now}
+                      THEN e.expires_at ELSE excluded.expires_at END
+WHERE e.claim_token = ?3 OR e.expires_at <= {now}";
 
-/// Leaves `processed_at` (and so its index) alone.
+/// Complete in one statement: record the event as completed by the token unless another owner
+/// holds or completed it (a live record with another token). A live record of the token keeps
+/// its `processed_at` (and so its index entry).
 const COMPLETE: &str = "\
-UPDATE {table}
-SET state = 'completed',
-    expires_at = {now} + ?3
-WHERE event_id = ?1 AND state = 'in_flight' AND claim_token = ?2";
+INSERT INTO {table} AS e (event_id, event_type, processed_at, state, claim_token, expires_at)
+VALUES (?1, ?2, strftime('%Y-%m-%d %H:%M:%f', 'now'), 'completed', ?3, {now} + ?4)
+ON CONFLICT (event_id) DO UPDATE SET
+    event_type = CASE WHEN e.expires_at <= {now} THEN excluded.event_type ELSE e.event_type END,
+    processed_at = CASE WHEN e.expires_at <= {now} THEN excluded.processed_at ELSE e.processed_at END,
+    state = 'completed',
+    claim_token = excluded.claim_token,
+    expires_at = excluded.expires_at
+WHERE e.claim_token = ?3 OR e.expires_at <= {now}";
 
 const RELEASE: &str = "\
-DELETE FROM {table} WHERE event_id = ?1 AND state = 'in_flight' AND claim_token = ?2";
+DELETE FROM {table}
+WHERE event_id = ?1 AND state = 'in_flight' AND claim_token = ?2 AND expires_at > {now}";
 
 /// Every row claimed more than the retention ago, but a live claim; through the
 /// `processed_at` index.
@@ -58,7 +84,11 @@ const NOW: &str = "CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS IN
 
 /// The statements for `table`.
 fn queries(table: &TableName) -> Queries {
-    Queries::new(table, [CLAIM, COMPLETE, RELEASE, PURGE], &[("{now}", NOW)])
+    Queries::new(
+        table,
+        [CLAIM, RENEW, COMPLETE, RELEASE, PURGE],
+        &[("{now}", NOW)],
+    )
 }
 
 /// The idempotency store over SQLite (feature `sqlite`): durable and embedded, for one server
@@ -68,11 +98,12 @@ fn queries(table: &TableName) -> Queries {
 /// was last claimed, indexed for the purge) and adds `state` (`in_flight` or `completed`),
 /// `claim_token` (the owner of a claim) and `expires_at` (the end of the lease, or of the
 /// retention once completed; Unix milliseconds); create it with
-/// [`migrate`](Self::migrate) or `migrations/sqlite.sql`. Each operation is one statement:
-/// **claim** is `INSERT … ON CONFLICT (event_id) DO UPDATE … RETURNING …` (the row is taken
-/// over only if its expiry has passed; `RETURNING` tells acquired, completed and in flight
-/// apart), **complete** an owner-checked `UPDATE` of `state` and `expires_at`, **release** an
-/// owner-checked `DELETE`. SQLite runs one writer at a time, so a claim is
+/// [`migrate`](Self::migrate) or `migrations/sqlite.sql`. **claim** is `INSERT … ON CONFLICT
+/// (event_id) DO UPDATE … WHERE <expired> RETURNING …` (the row is taken over only if its
+/// expiry has passed; a duplicate reads the row's state to tell completed from in flight),
+/// **renew** and **complete** one upsert each (taken only when the row is the token's or no
+/// longer live), **release** an owner-checked `DELETE` of a live claim. SQLite runs one writer
+/// at a time, so a claim is
 /// atomic: among concurrent claims of one event exactly one is acquired. Timestamps come from
 /// SQLite's clock (`'now'`, fixed for the duration of a statement), i.e. this machine's.
 ///
@@ -101,6 +132,7 @@ pub struct SqliteStore {
     pool: SqlitePool,
     table: TableName,
     queries: Arc<Queries>,
+    state: Arc<str>,
 }
 
 impl SqliteStore {
@@ -147,6 +179,7 @@ impl SqliteStore {
         let table = TableName::default();
         Self {
             queries: Arc::new(queries(&table)),
+            state: table.sql(STATE),
             pool,
             table,
         }
@@ -158,7 +191,7 @@ impl SqliteStore {
     /// timeout of [`ACQUIRE_TIMEOUT`](Self::ACQUIRE_TIMEOUT).
     ///
     /// ```
-    /// use sangho_webhook::store::{Claim, IdempotencyStore};
+    /// use sangho_webhook::store::{Claim, ClaimToken, IdempotencyStore};
     /// use sangho_webhook_sqlx::SqliteStore;
     /// use std::time::Duration;
     ///
@@ -168,8 +201,9 @@ impl SqliteStore {
     /// # let url = format!("sqlite://{}", dir.path().join("webhooks.db").display());
     /// let store = SqliteStore::connect(&url).await?;
     /// store.migrate().await?;
-    /// let claim = store.claim("evt_1", "charge.succeeded", Duration::from_secs(30)).await?;
-    /// assert!(matches!(claim, Claim::Acquired(_)));
+    /// let token = ClaimToken::generate();
+    /// let claim = store.claim("evt_1", "charge.succeeded", &token, Duration::from_secs(30)).await?;
+    /// assert_eq!(claim, Claim::Acquired);
     /// # Ok(()) }
     /// ```
     ///
@@ -221,6 +255,7 @@ impl SqliteStore {
     pub fn with_table(self, table: TableName) -> Self {
         Self {
             queries: Arc::new(queries(&table)),
+            state: table.sql(STATE),
             table,
             pool: self.pool,
         }
@@ -306,7 +341,7 @@ impl SqliteStore {
         store_error(error, self.pool.options().get_acquire_timeout())
     }
 
-    /// Runs an owner-checked `UPDATE` or `DELETE` (complete, release): whether it changed the
+    /// Runs an owner-checked statement (renew, complete, release): whether it wrote the
     /// claim's row.
     async fn owner_checked(
         &self,
@@ -332,29 +367,61 @@ impl IdempotencyStore for SqliteStore {
         &self,
         event_id: &str,
         event_type: &str,
+        token: &ClaimToken,
         lease: Duration,
     ) -> Result<Claim, StoreError> {
-        let token = ClaimToken::generate();
-        let (state, owner): (String, Option<String>) =
-            sqlx::query_as(AssertSqlSafe(self.queries.claim.clone()))
-                .bind(event_id)
-                .bind(event_type)
-                .bind(token.as_str())
-                .bind(milliseconds(lease))
-                .fetch_one(&self.pool)
-                .await
-                .map_err(|error| self.error(error))?;
-        claim_from_row(token, &state, owner.as_deref())
+        let acquired: Option<(i64,)> = sqlx::query_as(AssertSqlSafe(self.queries.claim.clone()))
+            .bind(event_id)
+            .bind(event_type)
+            .bind(token.as_str())
+            .bind(milliseconds(lease))
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|error| self.error(error))?;
+        if acquired.is_some() {
+            return Ok(Claim::Acquired);
+        }
+        // A live record: completed, or another claim in flight. Gone since (released, purged):
+        // it was in flight when the claim ran.
+        let state: Option<(String,)> = sqlx::query_as(AssertSqlSafe(self.state.clone()))
+            .bind(event_id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|error| self.error(error))?;
+        match state.as_ref().map(|(state,)| state.as_str()) {
+            Some("completed") => Ok(Claim::Completed),
+            Some("in_flight") | None => Ok(Claim::InFlight),
+            Some(other) => Err(StoreError::Protocol(format!(
+                "unexpected state {other:?} in the table"
+            ))),
+        }
+    }
+
+    async fn renew(
+        &self,
+        event_id: &str,
+        event_type: &str,
+        token: &ClaimToken,
+        lease: Duration,
+    ) -> Result<bool, StoreError> {
+        let query = sqlx::query(AssertSqlSafe(self.queries.renew.clone()))
+            .bind(event_id)
+            .bind(event_type)
+            .bind(token.as_str())
+            .bind(milliseconds(lease));
+        self.owner_checked(query).await
     }
 
     async fn complete(
         &self,
         event_id: &str,
+        event_type: &str,
         token: &ClaimToken,
         retention: Duration,
     ) -> Result<bool, StoreError> {
         let query = sqlx::query(AssertSqlSafe(self.queries.complete.clone()))
             .bind(event_id)
+            .bind(event_type)
             .bind(token.as_str())
             .bind(milliseconds(retention));
         self.owner_checked(query).await

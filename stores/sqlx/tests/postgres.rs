@@ -114,7 +114,7 @@ async fn migrate_upgrades_a_seed_table_and_keeps_its_events() {
         "room for HOT completions"
     );
     assert_eq!(
-        store.claim("evt_seed", TYPE, LONG).await.unwrap(),
+        common::claim(&store, "evt_seed", LONG).await.unwrap(),
         Claim::Completed
     );
     acquire(&store, "evt_new", LONG).await;
@@ -280,12 +280,15 @@ async fn synchronous_claims_follow_the_same_rules() {
     let store = test_store.store.clone().with_synchronous_claims(true);
     let id = unique_event_id("sync");
     let token = acquire(&store, &id, LONG).await;
-    assert_eq!(store.claim(&id, TYPE, LONG).await.unwrap(), Claim::InFlight);
+    assert_eq!(
+        common::claim(&store, &id, LONG).await.unwrap(),
+        Claim::InFlight
+    );
     assert!(store.release(&id, &token).await.unwrap());
     let token = acquire(&store, &id, LONG).await;
-    assert!(store.complete(&id, &token, LONG).await.unwrap());
+    assert!(common::complete(&store, &id, &token, LONG).await);
     assert_eq!(
-        store.claim(&id, TYPE, LONG).await.unwrap(),
+        common::claim(&store, &id, LONG).await.unwrap(),
         Claim::Completed
     );
 }

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use http::StatusCode;
 use sangho_webhook::{
-    SanghoWebhook, SanghoWebhookLayer,
+    SanghoWebhook, SanghoWebhookLayer, SanghoWebhookLayerBuilder,
     signature::Secret,
     store::IdempotencyStore,
     testing::{CountingHandler, Delivery, fixtures, send},
@@ -17,13 +17,16 @@ pub fn secret() -> Secret {
     Secret::new(fixtures::SECRET).expect("the fixture secret is not empty")
 }
 
-/// The layer over `store` with the fixtures' clock, around `handler`.
+/// The layer over `store` with the fixtures' clock and the settings of `configure`, around
+/// `handler`.
 pub fn service(
     store: impl IdempotencyStore,
     handler: &CountingHandler,
-    configure: impl FnOnce(SanghoWebhookLayer) -> SanghoWebhookLayer,
+    configure: impl FnOnce(SanghoWebhookLayerBuilder) -> SanghoWebhookLayerBuilder,
 ) -> SanghoWebhook<CountingHandler> {
-    configure(SanghoWebhookLayer::new(secret(), store).with_clock(fixtures::fixed_clock))
+    configure(SanghoWebhookLayer::builder(secret(), store).with_clock(fixtures::fixed_clock))
+        .build()
+        .expect("valid settings")
         .layer(handler.clone())
 }
 

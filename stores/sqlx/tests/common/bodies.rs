@@ -19,7 +19,7 @@ use sangho_webhook_sqlx::{
     sqlx::{self, AssertSqlSafe, Database, Executor, FromRow, IntoArguments, Pool},
 };
 
-use super::{LONG, TYPE, acquire, layer, secret};
+use super::{LONG, TYPE, acquire, claim, complete, layer, secret};
 
 /// A store of this crate as the shared bodies see it: its pool and table, and the dialect's SQL
 /// for the rows a test writes by hand.
@@ -80,7 +80,7 @@ where
         let (store, id, barrier) = (store.clone(), id.clone(), barrier.clone());
         tasks.spawn(async move {
             barrier.wait().await;
-            store.claim(&id, TYPE, LONG).await
+            claim(&store, &id, LONG).await
         });
     }
     let (mut acquired, mut in_flight) = (0, 0);
@@ -89,9 +89,9 @@ where
             .expect("claim task")
             .expect("no claim fails under concurrency")
         {
-            Claim::Acquired(_) => acquired += 1,
+            Claim::Acquired => acquired += 1,
             Claim::InFlight => in_flight += 1,
-            Claim::Completed => panic!("nothing was completed"),
+            other => panic!("nothing was completed: {other:?}"),
         }
     }
     assert_eq!((acquired, in_flight), (1, 199));
@@ -109,19 +109,16 @@ pub async fn completed_event_is_a_duplicate_after_the_pool_is_reopened<S, F>(
 {
     let id = unique_event_id("reopen");
     let token = acquire(store, &id, LONG).await;
-    assert!(store.complete(&id, &token, LONG).await.unwrap());
+    assert!(complete(store, &id, &token, LONG).await);
     store.pool().close().await;
     assert!(
-        store.claim(&id, TYPE, LONG).await.is_err(),
+        claim(store, &id, LONG).await.is_err(),
         "the old pool is closed"
     );
 
     let reopened = reopen().await;
     reopened.migrate().await.unwrap();
-    assert_eq!(
-        reopened.claim(&id, TYPE, LONG).await.unwrap(),
-        Claim::Completed
-    );
+    assert_eq!(claim(&reopened, &id, LONG).await.unwrap(), Claim::Completed);
 }
 
 /// The purge with a 72-hour retention deletes exactly the old completions, old seed-style rows
@@ -133,7 +130,7 @@ pub async fn purge_removes_exactly_old_completions_and_old_abandoned_claims<S: S
     // four days ago.
     let old = unique_event_id("old");
     let token = acquire(store, &old, LONG).await;
-    assert!(store.complete(&old, &token, LONG).await.unwrap());
+    assert!(complete(store, &old, &token, LONG).await);
     store.backdate(&old).await;
     let seed_old = unique_event_id("seedold");
     store.insert_seed_row(&seed_old, true).await;
@@ -145,7 +142,7 @@ pub async fn purge_removes_exactly_old_completions_and_old_abandoned_claims<S: S
     // claim abandoned recently (the next delivery takes it over).
     let recent = unique_event_id("recent");
     let token = acquire(store, &recent, LONG).await;
-    assert!(store.complete(&recent, &token, LONG).await.unwrap());
+    assert!(complete(store, &recent, &token, LONG).await);
     let seed_recent = unique_event_id("seednew");
     store.insert_seed_row(&seed_recent, false).await;
     let live = unique_event_id("live");
@@ -177,7 +174,7 @@ pub async fn purge_removes_exactly_old_completions_and_old_abandoned_claims<S: S
     );
     // A row written by another tool (no state of its own) counts as completed.
     assert_eq!(
-        store.claim(&seed_recent, TYPE, LONG).await.unwrap(),
+        claim(store, &seed_recent, LONG).await.unwrap(),
         Claim::Completed
     );
 }
@@ -186,7 +183,7 @@ pub async fn purge_removes_exactly_old_completions_and_old_abandoned_claims<S: S
 pub async fn purge_task_purges_until_stopped<S: SqlStore>(store: &S) {
     let done = unique_event_id("done");
     let token = acquire(store, &done, LONG).await;
-    assert!(store.complete(&done, &token, LONG).await.unwrap());
+    assert!(complete(store, &done, &token, LONG).await);
     tokio::time::sleep(Duration::from_millis(20)).await;
 
     // A zero retention: every completed row is old enough.
@@ -205,7 +202,7 @@ pub async fn purge_task_purges_until_stopped<S: SqlStore>(store: &S) {
 /// under 3 seconds); answers the error.
 pub async fn claim_fails_within_the_acquire_timeout(store: &impl IdempotencyStore) -> StoreError {
     let started = Instant::now();
-    let error = store.claim("evt_down", TYPE, LONG).await.unwrap_err();
+    let error = claim(store, "evt_down", LONG).await.unwrap_err();
     assert!(
         started.elapsed() < Duration::from_secs(3),
         "took {:?}",

@@ -171,16 +171,32 @@ pub async fn mariadb_store_on(table: &str, connections: u32) -> MariaDbStore {
 
 #[async_trait]
 impl<S: IdempotencyStore> IdempotencyStore for TestStore<S> {
-    async fn claim(&self, id: &str, kind: &str, lease: Duration) -> Result<Claim, StoreError> {
-        self.store.claim(id, kind, lease).await
+    async fn claim(
+        &self,
+        id: &str,
+        kind: &str,
+        token: &ClaimToken,
+        lease: Duration,
+    ) -> Result<Claim, StoreError> {
+        self.store.claim(id, kind, token, lease).await
+    }
+    async fn renew(
+        &self,
+        id: &str,
+        kind: &str,
+        token: &ClaimToken,
+        lease: Duration,
+    ) -> Result<bool, StoreError> {
+        self.store.renew(id, kind, token, lease).await
     }
     async fn complete(
         &self,
         id: &str,
+        kind: &str,
         token: &ClaimToken,
         retention: Duration,
     ) -> Result<bool, StoreError> {
-        self.store.complete(id, token, retention).await
+        self.store.complete(id, kind, token, retention).await
     }
     async fn release(&self, id: &str, token: &ClaimToken) -> Result<bool, StoreError> {
         self.store.release(id, token).await
@@ -300,13 +316,39 @@ pub fn secret() -> Secret {
 
 /// A layer with the fixture secret at the fixtures' fixed time.
 pub fn layer(store: impl IdempotencyStore) -> SanghoWebhookLayer {
-    SanghoWebhookLayer::new(secret(), store).with_clock(fixtures::fixed_clock)
+    SanghoWebhookLayer::builder(secret(), store)
+        .with_clock(fixtures::fixed_clock)
+        .build()
+        .expect("valid settings")
 }
 
-/// Claims `id` and expects to acquire it.
+/// Claims `id` with a fresh token and expects to acquire it.
 pub async fn acquire(store: &dyn IdempotencyStore, id: &str, lease: Duration) -> ClaimToken {
-    match store.claim(id, TYPE, lease).await {
-        Ok(Claim::Acquired(token)) => token,
+    let token = ClaimToken::generate();
+    match store.claim(id, TYPE, &token, lease).await {
+        Ok(Claim::Acquired) => token,
         other => panic!("claiming {id} should acquire it, got {other:?}"),
     }
+}
+
+/// Claims `id` with a fresh token: what the store found.
+pub async fn claim(
+    store: &dyn IdempotencyStore,
+    id: &str,
+    lease: Duration,
+) -> Result<Claim, StoreError> {
+    store.claim(id, TYPE, &ClaimToken::generate(), lease).await
+}
+
+/// Completes `id` for `token`, keeping it for `retention`.
+pub async fn complete(
+    store: &dyn IdempotencyStore,
+    id: &str,
+    token: &ClaimToken,
+    retention: Duration,
+) -> bool {
+    store
+        .complete(id, TYPE, token, retention)
+        .await
+        .expect("complete")
 }
