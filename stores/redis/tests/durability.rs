@@ -4,11 +4,15 @@
 
 mod common;
 
-use std::{error::Error as _, time::Duration};
+use std::{
+    error::Error as _,
+    time::{Duration, Instant},
+};
 
 use common::{
     RedisServer,
     deliver::{TYPE, deliver, deliver_until_ok, service},
+    proxy::Proxy,
     wait_for_link,
 };
 use http::StatusCode;
@@ -23,11 +27,18 @@ const WAIT_TIMEOUT: Duration = Duration::from_millis(200);
 
 /// A store on `primary` that waits for one replica.
 async fn durable_store(primary: &RedisServer) -> RedisStore {
-    RedisStore::connect(primary.url())
+    durable_store_at(&primary.url()).await
+}
+
+async fn durable_store_at(url: &str) -> RedisStore {
+    RedisStore::connect(url)
         .await
         .expect("the test's primary answers")
         .with_replica_wait(1, WAIT_TIMEOUT)
 }
+
+/// How long the layer retries a failed completion in these tests.
+const LAYER_COMPLETION_RETRY: Duration = Duration::from_secs(60);
 
 fn replication_error(error: &StoreError) -> &ReplicationError {
     assert!(matches!(error, StoreError::Backend(_)), "{error:?}");
@@ -121,6 +132,72 @@ async fn a_completion_no_replica_acknowledged_fails_until_repeated_with_a_replic
     assert!(store.complete(&id, TYPE, &token, LEASE).await.unwrap());
     let completed = format!("{}{token}", RedisStore::COMPLETED_PREFIX);
     assert_eq!(replica.get(&store.key(&id)), Some(completed));
+}
+
+/// Through the layer, a failover in the middle of a completion: the replication link freezes
+/// while the handler runs (a proxy between the servers stops forwarding), so the completion
+/// (applied on the primary) is not acknowledged and fails; then the primary crashes (SIGKILL)
+/// and the replica, which holds the acknowledged claim but not the completion, is promoted,
+/// with a new replica of its own. The layer keeps retrying
+/// the completion with the same token; the retry lands on the new primary, and the event is
+/// processed once. (Without the retry, the completion is lost with the old primary and the
+/// event is processed again once the claim's lease runs out.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs a redis-server binary (/usr/bin/redis-server or SANGHO_TEST_REDIS_SERVER): run with --include-ignored"]
+async fn a_completion_lost_in_a_failover_is_retried_onto_the_new_primary() {
+    let mut primary = RedisServer::start().await;
+    let link = Proxy::to_port(primary.port()).await;
+    let replica = RedisServer::start_replica_of_port(link.port()).await;
+    let proxy = Proxy::to_port(primary.port()).await;
+    let store = durable_store_at(&proxy.url()).await;
+    let handler = CountingHandler::new().with_delay(Duration::from_millis(500));
+    let retry = std::env::var("SANGHO_TEST_COMPLETION_RETRY_SECS")
+        .ok()
+        .and_then(|secs| secs.parse().ok())
+        .map_or(LAYER_COMPLETION_RETRY, Duration::from_secs);
+    let service = service(store.clone(), &handler, |layer| {
+        layer.with_completion_retry(retry)
+    });
+    let id = unique_event_id("failedover");
+    let first = tokio::spawn({
+        let (service, id) = (service.clone(), id.clone());
+        async move { deliver(&service, &id).await }
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while handler.calls() == 0 {
+        assert!(Instant::now() < deadline, "the handler was not called");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    link.freeze_open_connections();
+    assert_eq!(first.await.expect("the delivery").0, StatusCode::OK);
+
+    primary.stop(); // the completion dies with it
+    drop(link);
+    replica.command(&["REPLICAOF", "NO", "ONE"]);
+    proxy.redirect_new_connections(replica.port());
+    let key = store.key(&id);
+    assert_eq!(
+        replica
+            .get(&key)
+            .map(|value| value.starts_with(RedisStore::COMPLETED_PREFIX)),
+        Some(false),
+        "the promoted replica holds the claim, not the completion"
+    );
+    let _new_replica = RedisServer::start_replica_of(&replica).await;
+
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !replica
+        .get(&key)
+        .is_some_and(|value| value.starts_with(RedisStore::COMPLETED_PREFIX))
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the completion did not reach the new primary within 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(deliver(&service, &id).await.0, StatusCode::OK);
+    assert_eq!(handler.calls(), 1, "processed once");
 }
 
 /// The script cache is empty on a new primary: the durable path sends the script's text when

@@ -175,7 +175,12 @@ impl RedisServer {
 
     /// A replica of `primary` (without persistence), started and in sync.
     pub async fn start_replica_of(primary: &RedisServer) -> Self {
-        let port = primary.port().to_string();
+        Self::start_replica_of_port(primary.port()).await
+    }
+
+    /// A replica of the server (or the proxy) on `port`, started and in sync.
+    pub async fn start_replica_of_port(port: u16) -> Self {
+        let port = port.to_string();
         let replica = Self::start_with(&[
             "--save",
             "",

@@ -77,6 +77,10 @@ impl Proxy {
         Self::start(SocketAddr::from(([127, 0, 0, 1], port))).await
     }
 
+    pub fn port(&self) -> u16 {
+        self.address.port()
+    }
+
     pub fn url(&self) -> String {
         format!("redis://{}", self.address)
     }
