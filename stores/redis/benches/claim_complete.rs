@@ -21,7 +21,10 @@
 //! and are deleted at the end.
 
 use std::{
-    sync::Arc,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
     time::{Duration, Instant},
 };
 
@@ -58,6 +61,9 @@ struct Variants {
     script: Arc<Script>,
     store: RedisStore,
     prefix: Arc<str>,
+    /// A random tag of this run, and the id counter.
+    run: Arc<str>,
+    ids: Arc<AtomicU64>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -87,6 +93,13 @@ impl Variant {
 }
 
 impl Variants {
+    /// An event id never used before in this run: the run's random tag and a counter (shared by
+    /// every iteration, variant and task), so that no criterion iteration reuses a key.
+    fn fresh_id(&self) -> String {
+        let n = self.ids.fetch_add(1, Ordering::Relaxed);
+        format!("evt_{}_{n}", self.run)
+    }
+
     /// One claim + complete of the fresh event `id`.
     async fn run(&self, variant: Variant, id: &str) {
         match variant {
@@ -165,16 +178,14 @@ impl Variants {
     /// Runs `iters` claim + complete of fresh events over [`CONCURRENCY`] tasks; answers the
     /// wall time.
     async fn concurrently(&self, variant: Variant, iters: u64) -> Duration {
-        let batch = ClaimToken::generate();
         let started = Instant::now();
         let mut tasks = tokio::task::JoinSet::new();
         for task in 0..CONCURRENCY {
             let count = iters / CONCURRENCY + u64::from(task < iters % CONCURRENCY);
             let variants = self.clone();
             tasks.spawn(async move {
-                for n in 0..count {
-                    let id = format!("evt_{}_{task}_{n}", &batch.as_str()[..12]);
-                    variants.run(variant, &id).await;
+                for _ in 0..count {
+                    variants.run(variant, &variants.fresh_id()).await;
                 }
             });
         }
@@ -202,8 +213,9 @@ fn claim_complete(c: &mut Criterion) {
             return;
         }
     };
-    let run = ClaimToken::generate();
-    let prefix: Arc<str> = format!("sangho:bench:{}:", &run.as_str()[..12]).into();
+    // A token starts with 16 random hex digits drawn once per process: random per run.
+    let run: Arc<str> = ClaimToken::generate().as_str()[..16].into();
+    let prefix: Arc<str> = format!("sangho:bench:{run}:").into();
     let variants = Variants {
         raw,
         checked,
@@ -213,6 +225,8 @@ fn claim_complete(c: &mut Criterion) {
         )),
         store: RedisStore::new(store_connection).with_prefix(format!("{prefix}store:")),
         prefix: prefix.clone(),
+        run,
+        ids: Arc::new(AtomicU64::new(0)),
     };
 
     let mut group = c.benchmark_group("redis_claim_complete_32_concurrent");
