@@ -185,7 +185,8 @@ async fn a_completion_lost_in_a_failover_is_retried_onto_the_new_primary() {
     );
     let _new_replica = RedisServer::start_replica_of(&replica).await;
 
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let promoted = Instant::now();
+    let deadline = promoted + Duration::from_secs(30);
     while !replica
         .get(&key)
         .is_some_and(|value| value.starts_with(RedisStore::COMPLETED_PREFIX))
@@ -196,6 +197,11 @@ async fn a_completion_lost_in_a_failover_is_retried_onto_the_new_primary() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    eprintln!(
+        "completion lost in a failover: retried onto the new primary {:?} after its new \
+         replica was in sync",
+        promoted.elapsed()
+    );
     assert_eq!(deliver(&service, &id).await.0, StatusCode::OK);
     assert_eq!(handler.calls(), 1, "processed once");
 }
