@@ -175,6 +175,7 @@ async fn a_completion_lost_in_a_failover_is_retried_onto_the_new_primary() {
     drop(link);
     replica.command(&["REPLICAOF", "NO", "ONE"]);
     proxy.redirect_new_connections(replica.port());
+    let promoted = Instant::now();
     let key = store.key(&id);
     assert_eq!(
         replica
@@ -185,7 +186,6 @@ async fn a_completion_lost_in_a_failover_is_retried_onto_the_new_primary() {
     );
     let _new_replica = RedisServer::start_replica_of(&replica).await;
 
-    let promoted = Instant::now();
     let deadline = promoted + Duration::from_secs(30);
     while !replica
         .get(&key)
@@ -198,8 +198,8 @@ async fn a_completion_lost_in_a_failover_is_retried_onto_the_new_primary() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     eprintln!(
-        "completion lost in a failover: retried onto the new primary {:?} after its new \
-         replica was in sync",
+        "completion lost in a failover: the layer's retry recorded it on the new primary {:?} \
+         after the promotion",
         promoted.elapsed()
     );
     assert_eq!(deliver(&service, &id).await.0, StatusCode::OK);
