@@ -70,6 +70,7 @@ async fn a_half_open_connection_is_replaced_within_seconds() {
     let server = RedisServer::start().await;
     let proxy = Proxy::to_port(server.port()).await;
     let store = store_through(&proxy).await;
+    let connection = store.connection().clone();
     let handler = CountingHandler::new();
     // A store timeout far above the response timeout: the store itself must give up.
     let service = service(store, &handler, |layer| {
@@ -89,6 +90,8 @@ async fn a_half_open_connection_is_replaced_within_seconds() {
         recovery < RECOVERY_BOUND,
         "deliveries refused for {recovery:?}"
     );
+    assert_eq!(connection.replacements(), 1, "one connection replaced");
+    assert_eq!(proxy.accepted(), 2, "and one new connection opened");
 
     let processed = handler.calls();
     for id in &refused {
@@ -136,6 +139,11 @@ async fn a_promoted_replica_is_followed_after_readonly() {
     primary.command(&["REPLICAOF", "127.0.0.1", &replica.port().to_string()]);
     proxy.redirect_new_connections(replica.port());
     let (refused, recovery) = deliver_new_events_until_ok(&service, "failover").await;
+    assert_eq!(
+        store.connection().replacements(),
+        1,
+        "the connection to the demoted primary was replaced once"
+    );
     eprintln!(
         "failover: deliveries processed again {recovery:?} after the promotion, {} refused \
          with 503 (READONLY) meanwhile",
