@@ -123,3 +123,57 @@ async fn deliveries_through_the_layer_on_a_cluster_are_processed_once() {
         assert!(keys_on(node) > 0, "no event on port {}", node.port());
     }
 }
+
+/// `with_replica_wait` on a cluster with one replica per primary: `WAIT` runs on the primary
+/// that owns the event's key (in the same pipeline as the write), so claims and completions
+/// succeed while the replicas acknowledge, and fail with `ReplicationError` while every
+/// replica is frozen.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs redis-server and redis-cli binaries (/usr/bin, or SANGHO_TEST_REDIS_SERVER and SANGHO_TEST_REDIS_CLI): run with --include-ignored"]
+async fn replica_waits_run_on_the_primary_of_each_key() {
+    use sangho_webhook::store::{Claim, ClaimToken, StoreError};
+    use sangho_webhook_redis::ReplicationError;
+    use std::error::Error as _;
+
+    const TYPE: &str = "payment_intent.succeeded";
+    let lease = Duration::from_secs(30);
+    let cluster = Cluster::start_with_replicas(1).await;
+    assert_eq!(cluster.replicas().len(), 3);
+    let store = RedisStore::connect_cluster(cluster.urls())
+        .await
+        .expect("the test's cluster answers")
+        .with_replica_wait(1, Duration::from_millis(300));
+
+    let ids: Vec<String> = (0..12).map(|_| unique_event_id("clwait")).collect();
+    for id in &ids {
+        let token = ClaimToken::generate();
+        assert_eq!(
+            store.claim(id, TYPE, &token, lease).await.unwrap(),
+            Claim::Acquired,
+            "{id}"
+        );
+        assert!(
+            store.complete(id, TYPE, &token, lease).await.unwrap(),
+            "{id}"
+        );
+    }
+
+    let replicas = cluster.replicas();
+    for replica in &replicas {
+        replica.pause();
+    }
+    for id in ids.iter().map(|id| format!("{id}x")) {
+        let error = store
+            .claim(&id, TYPE, &ClaimToken::generate(), lease)
+            .await
+            .expect_err("no replica acknowledges");
+        assert!(matches!(error, StoreError::Backend(_)), "{error:?}");
+        let cause = error
+            .source()
+            .and_then(|source| source.downcast_ref::<ReplicationError>());
+        assert!(cause.is_some(), "{id}: {error:?}");
+    }
+    for replica in &replicas {
+        replica.resume();
+    }
+}

@@ -1,6 +1,6 @@
-//! A Redis Cluster of the test's own: three primaries (no replicas) on free loopback ports,
-//! each in its own temporary directory, created with `redis-cli --cluster create` and killed
-//! when dropped.
+//! A Redis Cluster of the test's own: three primaries (and optionally one replica each) on free
+//! loopback ports, each in its own temporary directory, created with `redis-cli --cluster
+//! create` and killed when dropped.
 
 use std::{
     process::Stdio,
@@ -24,8 +24,13 @@ impl Cluster {
     /// Starts three cluster-enabled servers, joins them into one cluster that covers every
     /// slot, and waits (at most 30 s) until every node says the cluster is `ok`.
     pub async fn start() -> Self {
+        Self::start_with_replicas(0).await
+    }
+
+    /// Like [`start`](Self::start), with `replicas` replicas of each primary, in sync.
+    pub async fn start_with_replicas(replicas: usize) -> Self {
         let mut nodes = Vec::new();
-        for _ in 0..3 {
+        for _ in 0..3 * (1 + replicas) {
             nodes.push(
                 RedisServer::start_with(&[
                     "--cluster-enabled",
@@ -49,7 +54,7 @@ impl Cluster {
         let create = tokio::process::Command::new(redis_cli())
             .args(["--cluster", "create"])
             .args(&addresses)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
             .stdin(Stdio::null())
             .kill_on_drop(true)
             .output();
@@ -65,7 +70,23 @@ impl Cluster {
         );
         let cluster = Self { nodes };
         cluster.wait_until_ok().await;
+        for replica in cluster.replicas() {
+            super::wait_for_link(replica).await;
+        }
         cluster
+    }
+
+    /// The nodes that are replicas (`ROLE`).
+    pub fn replicas(&self) -> Vec<&RedisServer> {
+        self.nodes
+            .iter()
+            .filter(|node| match node.command(&["ROLE"]) {
+                redis::Value::Array(role) => {
+                    matches!(role.first(), Some(redis::Value::BulkString(kind)) if kind == b"slave")
+                }
+                other => panic!("ROLE answered {other:?}"),
+            })
+            .collect()
     }
 
     async fn wait_until_ok(&self) {
