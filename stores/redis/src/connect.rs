@@ -83,30 +83,40 @@ impl ConnectOptions {
     }
 
     /// Connects to the Redis Cluster that `nodes` belong to (one reachable node is enough;
-    /// the others are discovered), with this configuration's connection and response
-    /// timeouts, and checks the `maxmemory-policy` of every primary.
+    /// the others are discovered) over a [`HealingConnection`], with this configuration's
+    /// connection and response timeouts, and checks the `maxmemory-policy` of every primary.
     ///
     /// The cluster connection follows slot migrations and failovers by itself (`MOVED`,
-    /// `ASK`, and a refresh of the slot map after connection errors).
+    /// `ASK`, and a refresh of the slot map after connection errors); the
+    /// [`HealingConnection`] around it builds it again after a response timeout (a
+    /// half-open connection to a node).
     #[cfg(feature = "cluster")]
     #[cfg_attr(docsrs, doc(cfg(feature = "cluster")))]
     pub async fn connect_cluster<T: IntoConnectionInfo>(
         self,
         nodes: impl IntoIterator<Item = T>,
-    ) -> Result<RedisStore<redis::cluster_async::ClusterConnection>, ConnectError> {
+    ) -> Result<RedisStore<HealingConnection<redis::cluster_async::ClusterConnection>>, ConnectError>
+    {
+        let mut config = redis::cluster::ClusterConfig::new();
         let mut builder = redis::cluster::ClusterClientBuilder::new(nodes);
         if let Some(timeout) = self.manager.connection_timeout() {
-            builder = builder.connection_timeout(timeout);
+            config = config.set_connection_timeout(timeout);
         }
         if let Some(timeout) = self.manager.response_timeout() {
-            builder = builder.response_timeout(timeout);
+            config = config.set_response_timeout(timeout);
+            // The cluster connection retries a timed-out command on the same connection, up to
+            // 16 times: bound the whole request, so that a half-open connection fails (and is
+            // replaced) within two response timeouts.
+            builder = builder.overall_response_timeout(Some(timeout * 2));
         }
-        let mut connection = builder.build()?.get_async_connection().await?;
+        let client = builder.build()?;
+        let connection = HealingConnection::cluster(client, config).await?;
         let every_primary = redis::cluster_routing::RoutingInfo::MultiNode((
             redis::cluster_routing::MultipleNodeRoutingInfo::AllMasters,
             None,
         ));
         let answer = connection
+            .current()
             .route_command(config_get_memory_policy(), every_primary)
             .await;
         self.judge(judge_memory_policy(answer))?;

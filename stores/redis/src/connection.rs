@@ -1,5 +1,5 @@
-//! [`HealingConnection`]: a connection manager that also replaces its connection after a
-//! response timeout or a `READONLY` reply.
+//! [`HealingConnection`]: a connection that is replaced by a fresh one after a response
+//! timeout or a `READONLY` reply.
 
 use std::{
     fmt,
@@ -14,12 +14,13 @@ use redis::{
     aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig},
 };
 
-/// A reconnecting connection to one Redis server: a [`ConnectionManager`] that is also
-/// replaced by a fresh one when the server's answers show that the connection is no longer
-/// worth keeping.
+/// A reconnecting connection: a [`ConnectionManager`] (one server), or a Redis Cluster
+/// connection, that is replaced by a fresh one when the server's answers show that the
+/// connection is no longer worth keeping.
 ///
-/// The [`ConnectionManager`] reconnects when its connection is closed or reset. Two failures
-/// leave the socket open, and the manager keeps using it forever:
+/// The [`ConnectionManager`] reconnects when its connection is closed or reset, and the
+/// cluster connection when a node's connection is, or the slots moved. Two failures leave the
+/// socket open, and both keep using it forever:
 ///
 /// - **a response timeout**: the connection is half-open (a proxy, a load balancer or a
 ///   firewall froze it or forgot it, a network path died silently) or the server hangs. Every
@@ -28,40 +29,73 @@ use redis::{
 ///   replica (a failover). The configured address (a DNS name, a virtual IP, a proxy, a
 ///   Kubernetes service) now leads to the new primary, but only for new connections.
 ///
-/// After either, this connection drops the manager and builds a new one, which connects to the
-/// configured address on its next command. The failure is counted once per connection: the
+/// After either, this connection drops the manager (or the cluster connection) and builds a new
+/// one, which connects to the configured address (the cluster's nodes) on its next command. The failure is counted once per connection: the
 /// commands that were waiting on the dead one fail (each within the response timeout), and
 /// every command sent after it goes to the new connection. So a dead connection costs at most
 /// one response timeout of failed commands, never more.
 ///
-/// Clones share the connection. [`RedisStore::connect`](crate::RedisStore::connect) builds one.
-#[derive(Clone)]
-pub struct HealingConnection {
-    shared: Arc<Shared>,
+/// Clones share the connection. [`RedisStore::connect`](crate::RedisStore::connect) and
+/// [`RedisStore::connect_cluster`](crate::RedisStore::connect_cluster) build one.
+pub struct HealingConnection<C = ConnectionManager> {
+    shared: Arc<Shared<C>>,
 }
 
-struct Shared {
-    client: Client,
-    config: ConnectionManagerConfig,
-    /// The current manager and its generation (how many times it was replaced).
-    current: RwLock<(u64, ConnectionManager)>,
+impl<C> Clone for HealingConnection<C> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+/// Builds a fresh connection that connects on its first command.
+type Fresh<C> = Box<dyn Fn() -> RedisResult<C> + Send + Sync>;
+
+struct Shared<C> {
+    fresh: Fresh<C>,
+    /// The current connection and its generation (how many times it was replaced).
+    current: RwLock<(u64, C)>,
     replaced: AtomicU64,
 }
 
-impl HealingConnection {
+impl HealingConnection<ConnectionManager> {
     /// Connects to the server of `client` with `config` (see
     /// [`RedisStore::manager_config`](crate::RedisStore::manager_config)), and fails if it
     /// cannot be reached now.
     pub async fn new(client: Client, config: ConnectionManagerConfig) -> RedisResult<Self> {
         let manager = ConnectionManager::new_with_config(client.clone(), config.clone()).await?;
-        Ok(Self {
+        let fresh = move || ConnectionManager::new_lazy_with_config(client.clone(), config.clone());
+        Ok(Self::with(manager, Box::new(fresh)))
+    }
+}
+
+#[cfg(feature = "cluster")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cluster")))]
+impl HealingConnection<redis::cluster_async::ClusterConnection> {
+    /// Connects to the Redis Cluster of `client` with `config` (give it connection and
+    /// response timeouts), and fails if it cannot be reached now.
+    pub async fn cluster(
+        client: redis::cluster::ClusterClient,
+        config: redis::cluster::ClusterConfig,
+    ) -> RedisResult<Self> {
+        let connection = client
+            .get_async_connection_with_config(config.clone())
+            .await?;
+        let fresh = move || Ok(client.get_pending_async_connection_with_config(config.clone()));
+        Ok(Self::with(connection, Box::new(fresh)))
+    }
+}
+
+impl<C: Clone> HealingConnection<C> {
+    fn with(connection: C, fresh: Fresh<C>) -> Self {
+        Self {
             shared: Arc::new(Shared {
-                client,
-                config,
-                current: RwLock::new((0, manager)),
+                fresh,
+                current: RwLock::new((0, connection)),
                 replaced: AtomicU64::new(0),
             }),
-        })
+        }
     }
 
     /// How many times the connection was replaced after a response timeout or a `READONLY`
@@ -70,8 +104,13 @@ impl HealingConnection {
         self.shared.replaced.load(Ordering::Relaxed)
     }
 
-    /// The current manager and its generation.
-    fn current(&self) -> (u64, ConnectionManager) {
+    /// The connection in use now (it is dropped when replaced).
+    pub fn current(&self) -> C {
+        self.current_generation().1
+    }
+
+    /// The current connection and its generation.
+    fn current_generation(&self) -> (u64, C) {
         let current = self
             .shared
             .current
@@ -80,16 +119,13 @@ impl HealingConnection {
         (current.0, current.1.clone())
     }
 
-    /// Replaces the manager of `generation` by a fresh one, unless another command did so
+    /// Replaces the connection of `generation` by a fresh one, unless another command did so
     /// already.
     fn replace(&self, generation: u64, cause: &RedisError) {
-        let fresh = match ConnectionManager::new_lazy_with_config(
-            self.shared.client.clone(),
-            self.shared.config.clone(),
-        ) {
+        let fresh = match (self.shared.fresh)() {
             Ok(fresh) => fresh,
             Err(error) => {
-                tracing::error!(%error, "redis: cannot build a new connection manager");
+                tracing::error!(%error, "redis: cannot build a new connection");
                 return;
             }
         };
@@ -138,10 +174,13 @@ fn reply_error(value: &Value) -> Option<RedisError> {
     }
 }
 
-impl ConnectionLike for HealingConnection {
+impl<C> ConnectionLike for HealingConnection<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
-            let (generation, mut manager) = self.current();
+            let (generation, mut manager) = self.current_generation();
             let result = manager.req_packed_command(cmd).await;
             let failure = match &result {
                 Err(error) => Some(error.clone()),
@@ -159,7 +198,7 @@ impl ConnectionLike for HealingConnection {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         Box::pin(async move {
-            let (generation, mut manager) = self.current();
+            let (generation, mut manager) = self.current_generation();
             let result = manager.req_packed_commands(cmd, offset, count).await;
             let failure = match &result {
                 Err(error) => Some(error.clone()),
@@ -171,16 +210,19 @@ impl ConnectionLike for HealingConnection {
     }
 
     fn get_db(&self) -> i64 {
-        self.current().1.get_db()
+        self.current_generation().1.get_db()
     }
 }
 
-impl fmt::Debug for HealingConnection {
+impl<C> fmt::Debug for HealingConnection<C> {
     /// Shows the replacement count only: the client's debug form includes the server's
     /// address and credentials.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("HealingConnection")
-            .field("replacements", &self.replacements())
+            .field(
+                "replacements",
+                &self.shared.replaced.load(Ordering::Relaxed),
+            )
             .finish_non_exhaustive()
     }
 }

@@ -147,7 +147,7 @@ impl RedisStore<HealingConnection> {
 
 #[cfg(feature = "cluster")]
 #[cfg_attr(docsrs, doc(cfg(feature = "cluster")))]
-impl RedisStore<redis::cluster_async::ClusterConnection> {
+impl RedisStore<HealingConnection<redis::cluster_async::ClusterConnection>> {
     /// Connects to the Redis Cluster that `nodes` belong to, with the default
     /// [options](RedisStore::options); see [`ConnectOptions::connect_cluster`].
     ///

@@ -177,3 +177,69 @@ async fn replica_waits_run_on_the_primary_of_each_key() {
         replica.resume();
     }
 }
+
+/// Every client connection to the cluster goes through a proxy per node, which each node
+/// announces as its address. The proxies freeze every open connection (nothing forwarded,
+/// nothing closed; new connections pass): the store drops the cluster connection after one
+/// response timeout, builds it again, and deliveries are processed again within seconds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs redis-server and redis-cli binaries (/usr/bin, or SANGHO_TEST_REDIS_SERVER and SANGHO_TEST_REDIS_CLI): run with --include-ignored"]
+async fn a_half_open_cluster_connection_is_replaced_within_seconds() {
+    use common::deliver::{deliver, service};
+    use http::StatusCode;
+    use std::time::Instant;
+
+    let cluster = Cluster::start_behind_proxies().await;
+    let config = RedisStore::manager_config()
+        .set_response_timeout(Some(Duration::from_millis(500)))
+        .set_connection_timeout(Some(Duration::from_millis(500)));
+    let store = RedisStore::options()
+        .manager_config(config)
+        .connect_cluster(cluster.urls())
+        .await
+        .expect("the test's cluster answers through the proxies");
+    let connection = store.connection().clone();
+    let handler = CountingHandler::new();
+    let service = service(store, &handler, |layer| {
+        layer.with_store_timeout(Duration::from_secs(30))
+    });
+    for _ in 0..10 {
+        let id = unique_event_id("clbefore");
+        assert_eq!(deliver(&service, &id).await.0, StatusCode::OK);
+    }
+
+    for proxy in &cluster.proxies {
+        proxy.freeze_open_connections();
+    }
+    let frozen = Instant::now();
+    let mut refused = Vec::new();
+    let recovery = loop {
+        let id = unique_event_id("clfrozen");
+        let (status, took) = deliver(&service, &id).await;
+        if status == StatusCode::OK {
+            break frozen.elapsed();
+        }
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{id}");
+        assert!(took < Duration::from_secs(5), "a refusal took {took:?}");
+        refused.push(id);
+        assert!(
+            frozen.elapsed() < Duration::from_secs(15),
+            "every delivery still refused 15 s later ({} refused): the dead connections are kept",
+            refused.len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    eprintln!(
+        "half-open cluster connections: deliveries processed again {recovery:?} after the \
+         freeze, {} refused with 503 meanwhile, {} replacement(s)",
+        refused.len(),
+        connection.replacements()
+    );
+    assert!(recovery < Duration::from_secs(5), "{recovery:?}");
+    assert!(connection.replacements() >= 1);
+    let processed = handler.calls();
+    for id in &refused {
+        common::deliver::deliver_until_ok(&service, id, Duration::from_secs(10)).await;
+    }
+    assert_eq!(handler.calls(), processed + refused.len());
+}

@@ -197,8 +197,13 @@ impl RedisServer {
 
     /// A server that is not started yet.
     pub fn configure(args: &[&str]) -> Self {
+        Self::configure_at(free_port(), args)
+    }
+
+    /// A server on `port` that is not started yet.
+    pub fn configure_at(port: u16, args: &[&str]) -> Self {
         Self {
-            port: free_port(),
+            port,
             args: args.iter().map(|arg| (*arg).to_owned()).collect(),
             dir: tempfile::Builder::new()
                 .prefix("sangho-redis-")
