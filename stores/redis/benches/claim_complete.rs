@@ -221,7 +221,7 @@ fn claim_complete(c: &mut Criterion) {
         checked,
         // The store's completion script, written out again.
         script: Arc::new(Script::new(
-            "local value = redis.call('GET', KEYS[1])\nlocal completed = 'completed:' .. ARGV[1]\nif value == false or value == ARGV[1] or value == completed then\n  redis.call('SET', KEYS[1], completed, 'PX', ARGV[2])\n  return 1\nend\nreturn 0\n",
+            "#!lua\nlocal value = redis.call('GET', KEYS[1])\nlocal completed = 'completed:' .. ARGV[1]\nif value == false or value == ARGV[1] or value == completed then\n  redis.call('SET', KEYS[1], completed, 'PX', ARGV[2])\n  return 1\nend\nreturn 0\n",
         )),
         store: RedisStore::new(store_connection).with_prefix(format!("{prefix}store:")),
         prefix: prefix.clone(),

@@ -31,6 +31,7 @@ pub(crate) fn is_completed(value: &[u8]) -> bool {
 /// the token is left alone. Answers 1 in those cases, 0 when another owner holds or completed
 /// the event.
 pub(crate) const RENEW_LUA: &str = concat!(
+    "#!lua\n",
     "local value = redis.call('GET', KEYS[1])\n",
     "if value == ARGV[1] then\n",
     "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n",
@@ -54,6 +55,7 @@ pub(crate) static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(RENEW_L
 /// `ARGV[2]` = the retention in milliseconds. Unless another owner holds or completed the
 /// event, records it as completed by the token for the retention and answers 1; else 0.
 pub(crate) const COMPLETE_LUA: &str = concat!(
+    "#!lua\n",
     "local value = redis.call('GET', KEYS[1])\n",
     "local completed = '",
     completed!(),
@@ -70,6 +72,7 @@ pub(crate) static COMPLETE: LazyLock<Script> = LazyLock::new(|| Script::new(COMP
 
 /// Deletes the key when it holds the token's in-flight claim and answers 1; else 0.
 pub(crate) const RELEASE_LUA: &str = concat!(
+    "#!lua\n",
     "if redis.call('GET', KEYS[1]) == ARGV[1] then\n",
     "  return redis.call('DEL', KEYS[1])\n",
     "end\n",

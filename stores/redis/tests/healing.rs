@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use common::{
     RedisServer,
+    deliver::TYPE,
     deliver::{deliver, deliver_until_ok, service},
     proxy::Proxy,
 };
@@ -165,4 +166,43 @@ async fn a_promoted_replica_is_followed_after_readonly() {
         deliver_until_ok(&service, id, Duration::from_secs(10)).await;
     }
     assert_eq!(handler.calls(), processed + refused.len());
+}
+
+/// Every operation on a replica fails with `READONLY`, even one that would only read (a
+/// release or a renewal by a token that does not own the event): a demoted primary is noticed
+/// by whatever operation reaches it first, and never answers from a replica's possibly stale
+/// data.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs a redis-server binary (/usr/bin/redis-server or SANGHO_TEST_REDIS_SERVER): run with --include-ignored"]
+async fn every_operation_on_a_replica_fails_with_readonly() {
+    use sangho_webhook::store::{ClaimToken, IdempotencyStore};
+    use sangho_webhook_redis::redis::{ErrorKind, RedisError, ServerErrorKind};
+    use std::error::Error as _;
+
+    let primary = RedisServer::start().await;
+    let replica = RedisServer::start_replica_of(&primary).await;
+    let store = RedisStore::connect(replica.url())
+        .await
+        .expect("the replica answers");
+    let (id, token, lease) = (
+        "evt_replica",
+        ClaimToken::generate(),
+        Duration::from_secs(30),
+    );
+    let read_only = |result: Result<(), sangho_webhook::store::StoreError>| {
+        let error = result.expect_err("a replica refuses");
+        let kind = error
+            .source()
+            .and_then(|source| source.downcast_ref::<RedisError>())
+            .map(RedisError::kind);
+        assert_eq!(
+            kind,
+            Some(ErrorKind::Server(ServerErrorKind::ReadOnly)),
+            "{error:?}"
+        );
+    };
+    read_only(store.claim(id, TYPE, &token, lease).await.map(drop));
+    read_only(store.renew(id, TYPE, &token, lease).await.map(drop));
+    read_only(store.complete(id, TYPE, &token, lease).await.map(drop));
+    read_only(store.release(id, &token).await.map(drop));
 }
