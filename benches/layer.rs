@@ -76,7 +76,7 @@ async fn claim_and_complete(store: &MokaStore, id: &str) {
 }
 
 /// The handler: answers 200 at once.
-async fn handler(_: Request<Full<Bytes>>) -> Result<Response<Full<Bytes>>, Infallible> {
+async fn handler<B>(_: Request<B>) -> Result<Response<Full<Bytes>>, Infallible> {
     Ok(Response::new(Full::new(Bytes::from_static(
         b"{\"received\":true}",
     ))))

@@ -28,7 +28,7 @@ for target in "${targets[@]}"; do
     status=0
     cargo +nightly fuzz run "$target" "fuzz/corpus/$target" "fuzz/seeds/$target" -- \
         -max_total_time="$seconds" -print_final_stats=1 >"$log" 2>&1 || status=$?
-    grep -E '^#[0-9]+ +DONE|^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)' "$log" || true
+    grep -E '^#[0-9]+[[:space:]]+DONE|^Done [0-9]+ runs|^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)' "$log" || true
     echo "corpus: $(find "fuzz/corpus/$target" -type f | wc -l) inputs"
     if [ "$status" -ne 0 ]; then
         tail -n 40 "$log" >&2

@@ -13,8 +13,9 @@ use tokio::time::{Instant, sleep, timeout};
 
 use crate::{
     SanghoEvent,
+    error_chain::ErrorChain,
+    event::SharedText,
     layer::Config,
-    service::ErrorChain,
     store::{Claim, ClaimToken, StoreError},
 };
 
@@ -23,8 +24,8 @@ use crate::{
 #[derive(Clone)]
 struct Owned {
     config: Arc<Config>,
-    event_id: Box<str>,
-    event_type: Box<str>,
+    event_id: SharedText,
+    event_type: SharedText,
     token: ClaimToken,
 }
 
@@ -64,20 +65,26 @@ impl ClaimGuard {
     /// A guard for a claim of `event` under a fresh token. From here until the claim's answer is
     /// known, dropping the guard releases the claim (the store may have applied it).
     pub(crate) fn new(config: &Arc<Config>, event: &SanghoEvent) -> Self {
+        let (event_id, event_type) = event.shared_id_and_type();
         Self {
             claim: Owned {
                 config: config.clone(),
-                event_id: event.id().into(),
-                event_type: event.event_type().into(),
+                event_id,
+                event_type,
                 token: ClaimToken::generate(),
             },
             on_drop: OnDrop::Release,
         }
     }
 
+    /// The token of the claim.
+    pub(crate) fn token(&self) -> ClaimToken {
+        self.claim.token
+    }
+
     /// The id of the event claimed.
     pub(crate) fn event_id(&self) -> &str {
-        &self.claim.event_id
+        self.claim.event_id.as_str()
     }
 
     /// Claims the event, under the store timeout. Only an acquired claim stays armed; a claim
@@ -88,8 +95,8 @@ impl ClaimGuard {
         let outcome = timed(
             claim.config.store_timeout,
             store.claim(
-                &claim.event_id,
-                &claim.event_type,
+                claim.event_id.as_str(),
+                claim.event_type.as_str(),
                 &claim.token,
                 claim.config.lease,
             ),
@@ -125,7 +132,8 @@ impl ClaimGuard {
                     error = %ErrorChain(&error),
                     "could not record the event as completed; retrying in the background"
                 );
-                // Dropping the guard now spawns the retries.
+                self.on_drop = OnDrop::Nothing;
+                tokio::spawn(self.claim.clone().complete_with_retries());
                 return Completion::Retrying;
             }
         };
@@ -153,6 +161,13 @@ impl Drop for ClaimGuard {
             );
             return;
         };
+        tracing::warn!(
+            event_id = %self.claim.event_id,
+            outcome = "abandoned",
+            settling = ?on_drop,
+            "the delivery ended before it was settled (the client went away, or the handler \
+             panicked); settling its claim in the background"
+        );
         let claim = self.claim.clone();
         runtime.spawn(async move {
             match on_drop {
@@ -167,8 +182,8 @@ impl Owned {
     async fn complete(&self) -> Result<bool, StoreError> {
         let store = &self.config.store;
         let complete = store.complete(
-            &self.event_id,
-            &self.event_type,
+            self.event_id.as_str(),
+            self.event_type.as_str(),
             &self.token,
             self.config.retention,
         );
@@ -176,7 +191,10 @@ impl Owned {
     }
 
     async fn release(&self) {
-        let release = self.config.store.release(&self.event_id, &self.token);
+        let release = self
+            .config
+            .store
+            .release(self.event_id.as_str(), &self.token);
         match timed(self.config.store_timeout, release).await {
             Ok(_) => {}
             Err(error) => tracing::warn!(
@@ -190,8 +208,8 @@ impl Owned {
     async fn renew(&self) -> Result<bool, StoreError> {
         let store = &self.config.store;
         let renew = store.renew(
-            &self.event_id,
-            &self.event_type,
+            self.event_id.as_str(),
+            self.event_type.as_str(),
             &self.token,
             self.config.lease,
         );

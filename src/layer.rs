@@ -9,7 +9,10 @@ use std::{
 
 use tower_layer::Layer;
 
-use crate::{SanghoWebhook, signature::Secret, store::IdempotencyStore};
+use crate::{
+    Rejection, SanghoWebhook, rejection::RejectionResponse, signature::Secret,
+    store::IdempotencyStore,
+};
 
 /// A source of the current time, for the timestamp tolerance check.
 pub(crate) type Clock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
@@ -58,6 +61,7 @@ pub(crate) struct Config {
     pub(crate) completion_retry: Duration,
     pub(crate) retry_after: Duration,
     pub(crate) fail_open: bool,
+    pub(crate) rejection_response: RejectionResponse,
     pub(crate) clock: Clock,
     pub(crate) store: Arc<dyn IdempotencyStore>,
 }
@@ -117,6 +121,7 @@ impl SanghoWebhookLayer {
                 completion_retry: Self::DEFAULT_COMPLETION_RETRY,
                 retry_after: Self::DEFAULT_RETRY_AFTER,
                 fail_open: false,
+                rejection_response: Arc::new(Rejection::default_response),
                 clock: Arc::new(SystemTime::now),
                 store: Arc::new(store),
             },
@@ -138,6 +143,7 @@ impl SanghoWebhookLayer {
 /// | completion retries | for 5 min | [`with_completion_retry`](Self::with_completion_retry) |
 /// | `Retry-After` on 409 and 503 | 5 s | [`with_retry_after`](Self::with_retry_after) |
 /// | fail open when the store is down | no | [`with_fail_open`](Self::with_fail_open) |
+/// | refusal responses | `{"error":"<code>"}` | [`with_rejection_response`](Self::with_rejection_response) |
 /// | clock | the system clock | [`with_clock`](Self::with_clock) |
 ///
 /// ```
@@ -238,6 +244,36 @@ impl SanghoWebhookLayerBuilder {
     /// and concurrent deliveries of one event.
     pub fn with_fail_open(mut self, fail_open: bool) -> Self {
         self.config.fail_open = fail_open;
+        self
+    }
+
+    /// Answers refused deliveries with `response` instead of the default JSON
+    /// ([`Rejection::default_response`]). `Retry-After` is still set on 409 and 503 unless the
+    /// function sets it; the [`Rejection`] and the [`Outcome`](crate::Outcome) still go into the
+    /// response's extensions.
+    ///
+    /// ```
+    /// use sangho_webhook::{Rejection, SanghoWebhookLayer, signature::Secret, store::MokaStore};
+    ///
+    /// let layer = SanghoWebhookLayer::builder(Secret::new("whsec_x").unwrap(), MokaStore::new())
+    ///     .with_rejection_response(|rejection: &Rejection| {
+    ///         http::Response::builder()
+    ///             .status(rejection.status())
+    ///             .header("content-type", "text/plain")
+    ///             .body(format!("refused: {}", rejection.kind()))
+    ///             .unwrap()
+    ///     })
+    ///     .build()
+    ///     .unwrap();
+    /// # let _ = layer;
+    /// ```
+    pub fn with_rejection_response<F, B>(mut self, response: F) -> Self
+    where
+        F: Fn(&Rejection) -> http::Response<B> + Send + Sync + 'static,
+        B: Into<bytes::Bytes>,
+    {
+        self.config.rejection_response =
+            Arc::new(move |rejection| response(rejection).map(Into::into));
         self
     }
 

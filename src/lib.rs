@@ -23,11 +23,12 @@
 //!    delivery processes it.
 //!
 //! ```
-//! use axum::{Extension, Json, Router, routing::post};
+//! use axum::{Json, Router, routing::post};
 //! use sangho_webhook::{SanghoEvent, SanghoWebhookLayer, signature::Secret, store::MokaStore};
 //! use serde_json::{Value, json};
 //!
-//! async fn handle(Extension(event): Extension<SanghoEvent>) -> Json<Value> {
+//! // `SanghoEvent` is an axum extractor with the `axum` feature.
+//! async fn handle(event: SanghoEvent) -> Json<Value> {
 //!     tracing::info!(id = event.id(), kind = event.event_type(), "processing");
 //!     Json(json!({ "received": true }))
 //! }
@@ -80,10 +81,15 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod body;
+mod error_chain;
 pub mod event;
+#[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
+pub mod extract;
 mod future;
 mod guard;
 mod layer;
+mod outcome;
 mod rejection;
 mod service;
 pub mod signature;
@@ -91,10 +97,13 @@ pub mod store;
 #[cfg(feature = "test-util")]
 pub mod testing;
 
-pub use body::ResponseBody;
+pub use body::{ResponseBody, WebhookBody};
 pub use event::SanghoEvent;
+#[cfg(feature = "axum")]
+pub use extract::Event;
 pub use future::ResponseFuture;
 pub use layer::{ConfigError, SanghoWebhookLayer, SanghoWebhookLayerBuilder};
+pub use outcome::Outcome;
 pub use rejection::{Rejection, RejectionKind};
 pub use service::{EVENT_ID_HEADER, SIGNATURE_HEADER, SanghoWebhook};
 

@@ -16,6 +16,7 @@ use common::{FaultyStore, SpyStore, TYPE, builder, layer, secret};
 use http::{Request, Response, StatusCode};
 use http_body_util::Full;
 use sangho_webhook::{
+    WebhookBody,
     store::{Claim, ClaimToken, IdempotencyStore, MokaStore},
     testing::{CountingHandler, Delivery, fixtures, send},
 };
@@ -59,7 +60,7 @@ async fn non_2xx_answer_releases_the_claim() {
 #[tokio::test]
 async fn inner_error_releases_the_claim() {
     let store = SpyStore::default();
-    let erring = tower::service_fn(|_: Request<Full<Bytes>>| async {
+    let erring = tower::service_fn(|_: Request<WebhookBody>| async {
         Err::<Response<Full<Bytes>>, _>(std::io::Error::other("handler failed"))
     });
     let service = layer(store.clone()).layer(erring);
@@ -72,7 +73,7 @@ async fn inner_error_releases_the_claim() {
 #[tokio::test]
 async fn panic_in_the_handler_releases_the_claim() {
     let store = SpyStore::default();
-    let panicking = tower::service_fn(|_: Request<Full<Bytes>>| async {
+    let panicking = tower::service_fn(|_: Request<WebhookBody>| async {
         if true {
             panic!("handler panicked");
         }
@@ -91,7 +92,7 @@ async fn dropped_response_future_releases_the_claim() {
     let started = Arc::new(AtomicUsize::new(0));
     let slow = {
         let started = started.clone();
-        tower::service_fn(move |_: Request<Full<Bytes>>| {
+        tower::service_fn(move |_: Request<WebhookBody>| {
             started.fetch_add(1, Ordering::SeqCst);
             async {
                 tokio::time::sleep(Duration::from_secs(3600)).await;

@@ -16,9 +16,9 @@ use common::{FaultyStore, SpyStore, TYPE, builder, layer, secret};
 use http::{Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full};
 use sangho_webhook::{
-    Rejection, RejectionKind, SanghoEvent,
+    Rejection, RejectionKind, SanghoEvent, WebhookBody,
     signature::Secret,
-    store::{Claim, MokaStore},
+    store::{Claim, IdempotencyStore, MokaStore},
     testing::{Answer, CountingHandler, Delivery, fixtures, send},
 };
 use tower::{Layer, ServiceExt};
@@ -81,7 +81,7 @@ async fn signed_event_is_processed_once_and_completed() {
 async fn handler_sees_the_event_and_the_unchanged_body() {
     let delivery = event("evt_seen").signed(&secret(), NOW);
     let sent = delivery.body_bytes().clone();
-    let handler = tower::service_fn(move |request: Request<Full<Bytes>>| {
+    let handler = tower::service_fn(move |request: Request<WebhookBody>| {
         let sent = sent.clone();
         async move {
             let event = request.extensions().get::<SanghoEvent>().cloned().unwrap();
@@ -683,4 +683,43 @@ async fn a_body_with_two_ids_is_400_and_leaves_the_store_untouched() {
         RejectionKind::InvalidEvent,
     )
     .await;
+}
+
+// --- the claim, for stores that join the handler's transaction -------------------------------
+
+#[tokio::test]
+async fn the_handler_sees_the_token_its_claim_holds() {
+    let store = std::sync::Arc::new(MokaStore::new());
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let handler = {
+        let (store, seen) = (store.clone(), seen.clone());
+        tower::service_fn(move |request: Request<WebhookBody>| {
+            let (store, seen) = (store.clone(), seen.clone());
+            async move {
+                let event = request.extensions().get::<SanghoEvent>().unwrap().clone();
+                let token = *event.claim_token().expect("the layer sets the token");
+                // The token owns the live claim: renewing with it succeeds, another does not.
+                let lease = Duration::from_secs(30);
+                assert!(store.renew(event.id(), TYPE, &token, lease).await.unwrap());
+                let other = sangho_webhook::store::ClaimToken::generate();
+                assert!(!store.renew(event.id(), TYPE, &other, lease).await.unwrap());
+                *seen.lock().unwrap() = Some(token);
+                Ok::<_, Infallible>(Response::new(Full::new(Bytes::new())))
+            }
+        })
+    };
+    let service = layer(store.clone()).layer(handler);
+    let answer = send(
+        &service,
+        event("evt_token").signed(&secret(), NOW).into_request(),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::OK);
+    assert!(seen.lock().unwrap().is_some());
+    assert!(
+        SanghoEvent::parse(Bytes::from_static(br#"{"id":"e","type":"t"}"#))
+            .unwrap()
+            .claim_token()
+            .is_none()
+    );
 }

@@ -144,6 +144,12 @@ impl MokaStore {
         }
     }
 
+    /// Runs moka's pending housekeeping (expirations, evictions) now instead of on later
+    /// operations: for measurements and tests.
+    pub fn run_pending_tasks(&self) {
+        self.completed.run_pending_tasks();
+    }
+
     fn lock(&self) -> MutexGuard<'_, InFlight> {
         // Nothing panics while holding the lock; a poisoned lock's map is still consistent.
         self.in_flight

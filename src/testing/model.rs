@@ -8,7 +8,7 @@ use crate::store::{Claim, ClaimToken, IdempotencyStore};
 
 const EVENTS: usize = 2;
 const OWNERS: usize = 3;
-const TYPE: &str = "payment_intent.succeeded";
+const TYPE: &str = super::fixtures::EVENT_TYPE;
 
 /// One step of a history.
 #[derive(Clone, Copy, Debug)]
@@ -203,7 +203,7 @@ pub(crate) async fn check(
     long: Duration,
 ) -> Result<(), Failure> {
     let ids: Vec<String> = (0..EVENTS)
-        .map(|_| super::conformance::unique_event_id("model"))
+        .map(|_| format!("evt_model_{}", ClaimToken::generate()))
         .collect();
     let tokens: Vec<ClaimToken> = (0..OWNERS).map(|_| ClaimToken::generate()).collect();
     let ttl = |short_ttl: bool| if short_ttl { short } else { long };

@@ -14,17 +14,12 @@ use std::{
 
 use sangho_webhook::{
     SanghoWebhookLayer, SanghoWebhookLayerBuilder,
-    signature::Secret,
     store::{Claim, ClaimToken, IdempotencyStore, MokaStore, StoreError, async_trait},
     testing::fixtures,
 };
 pub mod logs;
 
-pub const TYPE: &str = "payment_intent.succeeded";
-
-pub fn secret() -> Secret {
-    Secret::new(fixtures::SECRET).unwrap()
-}
+pub use sangho_webhook::testing::fixtures::{EVENT_TYPE as TYPE, secret};
 
 /// A builder with the fixture secret, at the fixtures' fixed time.
 pub fn builder(store: impl IdempotencyStore) -> SanghoWebhookLayerBuilder {
@@ -45,82 +40,8 @@ pub async fn peek(store: &dyn IdempotencyStore, id: &str) -> Claim {
         .unwrap()
 }
 
-/// A [`MokaStore`] that counts every operation.
-#[derive(Clone, Default)]
-pub struct SpyStore {
-    inner: Arc<MokaStore>,
-    pub claims: Arc<AtomicUsize>,
-    pub renewals: Arc<AtomicUsize>,
-    pub completions: Arc<AtomicUsize>,
-    pub releases: Arc<AtomicUsize>,
-}
-
-impl SpyStore {
-    pub fn operations(&self) -> usize {
-        self.claims.load(Ordering::SeqCst)
-            + self.renewals.load(Ordering::SeqCst)
-            + self.completions.load(Ordering::SeqCst)
-            + self.releases.load(Ordering::SeqCst)
-    }
-
-    pub fn renewals(&self) -> usize {
-        self.renewals.load(Ordering::SeqCst)
-    }
-
-    pub fn releases(&self) -> usize {
-        self.releases.load(Ordering::SeqCst)
-    }
-
-    pub fn completions(&self) -> usize {
-        self.completions.load(Ordering::SeqCst)
-    }
-
-    /// What a claim of `id` answers now (not counted; an acquired claim stays held).
-    pub async fn peek(&self, id: &str) -> Claim {
-        peek(&*self.inner, id).await
-    }
-}
-
-#[async_trait]
-impl IdempotencyStore for SpyStore {
-    async fn claim(
-        &self,
-        id: &str,
-        kind: &str,
-        token: &ClaimToken,
-        lease: Duration,
-    ) -> Result<Claim, StoreError> {
-        self.claims.fetch_add(1, Ordering::SeqCst);
-        self.inner.claim(id, kind, token, lease).await
-    }
-
-    async fn renew(
-        &self,
-        id: &str,
-        kind: &str,
-        token: &ClaimToken,
-        lease: Duration,
-    ) -> Result<bool, StoreError> {
-        self.renewals.fetch_add(1, Ordering::SeqCst);
-        self.inner.renew(id, kind, token, lease).await
-    }
-
-    async fn complete(
-        &self,
-        id: &str,
-        kind: &str,
-        token: &ClaimToken,
-        retention: Duration,
-    ) -> Result<bool, StoreError> {
-        self.completions.fetch_add(1, Ordering::SeqCst);
-        self.inner.complete(id, kind, token, retention).await
-    }
-
-    async fn release(&self, id: &str, token: &ClaimToken) -> Result<bool, StoreError> {
-        self.releases.fetch_add(1, Ordering::SeqCst);
-        self.inner.release(id, token).await
-    }
-}
+/// A [`FaultyStore`] without faults: a `MokaStore` that counts its operations.
+pub type SpyStore = FaultyStore;
 
 /// The faults of a [`FaultyStore`], switchable while deliveries run. Clones share them.
 #[derive(Clone, Default)]
@@ -155,14 +76,40 @@ impl Faults {
 }
 
 /// A [`MokaStore`] (its state readable through [`FaultyStore::inner`]) behind switchable
-/// [`Faults`].
+/// [`Faults`], counting every operation it is asked for. Clones share everything.
 #[derive(Clone, Default)]
 pub struct FaultyStore {
     pub inner: Arc<MokaStore>,
     pub faults: Faults,
+    claims: Arc<AtomicUsize>,
+    renewals: Arc<AtomicUsize>,
+    completions: Arc<AtomicUsize>,
+    releases: Arc<AtomicUsize>,
 }
 
 impl FaultyStore {
+    /// Every operation asked for, whatever it answered.
+    pub fn operations(&self) -> usize {
+        self.claims.load(Ordering::SeqCst) + self.renewals() + self.completions() + self.releases()
+    }
+
+    pub fn renewals(&self) -> usize {
+        self.renewals.load(Ordering::SeqCst)
+    }
+
+    pub fn releases(&self) -> usize {
+        self.releases.load(Ordering::SeqCst)
+    }
+
+    pub fn completions(&self) -> usize {
+        self.completions.load(Ordering::SeqCst)
+    }
+
+    /// What a claim of `id` answers now (not counted; an acquired claim stays held).
+    pub async fn peek(&self, id: &str) -> Claim {
+        peek(&*self.inner, id).await
+    }
+
     /// A store failing in every operation from the start.
     pub fn down() -> Self {
         let store = Self::default();
@@ -200,6 +147,7 @@ impl IdempotencyStore for FaultyStore {
         token: &ClaimToken,
         lease: Duration,
     ) -> Result<Claim, StoreError> {
+        self.claims.fetch_add(1, Ordering::SeqCst);
         self.check().await?;
         let claim = self.inner.claim(id, kind, token, lease).await;
         let late = self.faults.late_claims_ms.load(Ordering::SeqCst);
@@ -216,6 +164,7 @@ impl IdempotencyStore for FaultyStore {
         token: &ClaimToken,
         lease: Duration,
     ) -> Result<bool, StoreError> {
+        self.renewals.fetch_add(1, Ordering::SeqCst);
         self.check().await?;
         self.inner.renew(id, kind, token, lease).await
     }
@@ -227,6 +176,7 @@ impl IdempotencyStore for FaultyStore {
         token: &ClaimToken,
         retention: Duration,
     ) -> Result<bool, StoreError> {
+        self.completions.fetch_add(1, Ordering::SeqCst);
         self.check().await?;
         if self.faults.completions_fail.load(Ordering::SeqCst) {
             return Err(StoreError::backend(std::io::Error::other(
@@ -237,6 +187,7 @@ impl IdempotencyStore for FaultyStore {
     }
 
     async fn release(&self, id: &str, token: &ClaimToken) -> Result<bool, StoreError> {
+        self.releases.fetch_add(1, Ordering::SeqCst);
         self.check().await?;
         self.inner.release(id, token).await
     }

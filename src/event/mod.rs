@@ -1,13 +1,13 @@
 //! The verified event the layer hands to the handler.
 
+mod head;
+
 use std::{borrow::Cow, fmt};
 
 use bytes::Bytes;
-use serde::{
-    Deserialize, Deserializer,
-    de::{self, DeserializeOwned, IgnoredAny, MapAccess, Visitor},
-};
-use serde_json::Value;
+use serde::{Deserialize, de::DeserializeOwned};
+
+use crate::store::ClaimToken;
 
 /// The longest event id the layer accepts (the SQL schema's `VARCHAR(50)`).
 pub const MAX_EVENT_ID_LEN: usize = 50;
@@ -26,14 +26,14 @@ pub const MAX_EVENT_TYPE_LEN: usize = 100;
 /// the request body (cloning a `SanghoEvent` does not copy them).
 ///
 /// ```
-/// use axum::{Extension, Json};
+/// use axum::Json;
 /// use sangho_webhook::SanghoEvent;
 /// use serde::Deserialize;
 ///
 /// #[derive(Deserialize)]
 /// struct PaymentIntent { id: String, amount: u64 }
 ///
-/// async fn handler(Extension(event): Extension<SanghoEvent>) -> Json<serde_json::Value> {
+/// async fn handler(event: SanghoEvent) -> Json<serde_json::Value> {
 ///     if event.event_type() == "payment_intent.succeeded" {
 ///         if let Ok(intent) = event.data_object::<PaymentIntent>() {
 ///             println!("{} paid {}", intent.id, intent.amount);
@@ -45,12 +45,13 @@ pub const MAX_EVENT_TYPE_LEN: usize = 100;
 /// ```
 #[derive(Clone)]
 pub struct SanghoEvent {
-    id: String,
-    event_type: String,
+    id: SharedText,
+    event_type: SharedText,
     created: Option<i64>,
     livemode: Option<bool>,
-    api_version: Option<String>,
+    api_version: Option<SharedText>,
     raw: Bytes,
+    claim: Option<ClaimToken>,
 }
 
 /// Why a verified body is not an acceptable event.
@@ -70,111 +71,6 @@ pub enum EventError {
     /// The type is not 1 to 100 printable ASCII characters.
     #[error("the event type must be 1 to 100 printable ASCII characters")]
     InvalidType,
-}
-
-/// The fields the layer reads; everything else is skipped without being built.
-struct Head<'a> {
-    id: Cow<'a, str>,
-    event_type: Cow<'a, str>,
-    created: Option<i64>,
-    livemode: Option<bool>,
-    api_version: Option<String>,
-}
-
-impl<'de> Deserialize<'de> for Head<'de> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_map(HeadVisitor)
-    }
-}
-
-struct HeadVisitor;
-
-/// An optional field: absent until seen once; seen twice, it reads as absent again.
-enum Optional {
-    Unseen,
-    Seen(Value),
-    Ambiguous,
-}
-
-impl Optional {
-    fn see(&mut self, value: Value) {
-        *self = match self {
-            Self::Unseen => Self::Seen(value),
-            _ => Self::Ambiguous,
-        };
-    }
-
-    fn get<T>(self, read: impl FnOnce(Value) -> Option<T>) -> Option<T> {
-        match self {
-            Self::Seen(value) => read(value),
-            _ => None,
-        }
-    }
-}
-
-/// A string borrowed from the body when it has no escapes, else unescaped into a `String`.
-/// (serde's own `Cow<str>` always allocates.)
-struct Text<'a>(Cow<'a, str>);
-
-impl<'de> Deserialize<'de> for Text<'de> {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct TextVisitor;
-        impl<'de> Visitor<'de> for TextVisitor {
-            type Value = Text<'de>;
-
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a string")
-            }
-
-            fn visit_borrowed_str<E: de::Error>(self, text: &'de str) -> Result<Text<'de>, E> {
-                Ok(Text(Cow::Borrowed(text)))
-            }
-
-            fn visit_str<E: de::Error>(self, text: &str) -> Result<Text<'de>, E> {
-                Ok(Text(Cow::Owned(text.to_owned())))
-            }
-        }
-        deserializer.deserialize_str(TextVisitor)
-    }
-}
-
-impl<'de> Visitor<'de> for HeadVisitor {
-    type Value = Head<'de>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("an event object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Head<'de>, A::Error> {
-        let (mut id, mut event_type) = (None, None);
-        let mut created = Optional::Unseen;
-        let mut livemode = Optional::Unseen;
-        let mut api_version = Optional::Unseen;
-        while let Some(Text(key)) = map.next_key::<Text<'de>>()? {
-            match &*key {
-                "id" if id.is_some() => return Err(de::Error::duplicate_field("id")),
-                "id" => id = Some(map.next_value::<Text<'de>>()?.0),
-                "type" if event_type.is_some() => return Err(de::Error::duplicate_field("type")),
-                "type" => event_type = Some(map.next_value::<Text<'de>>()?.0),
-                "created" => created.see(map.next_value()?),
-                "livemode" => livemode.see(map.next_value()?),
-                "api_version" => api_version.see(map.next_value()?),
-                _ => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
-        }
-        Ok(Head {
-            id: id.ok_or_else(|| de::Error::missing_field("id"))?,
-            event_type: event_type.ok_or_else(|| de::Error::missing_field("type"))?,
-            created: created.get(|value| value.as_i64()),
-            livemode: livemode.get(|value| value.as_bool()),
-            api_version: api_version.get(|value| match value {
-                Value::String(text) => Some(text),
-                _ => None,
-            }),
-        })
-    }
 }
 
 #[derive(Deserialize)]
@@ -214,7 +110,7 @@ impl SanghoEvent {
     /// assert_eq!(event.created(), Some(1_764_500_000));
     /// ```
     pub fn parse(raw: Bytes) -> Result<Self, EventError> {
-        let head: Head = serde_json::from_slice(&raw).map_err(|error| match error.classify() {
+        let head = head::Head::read(&raw).map_err(|error| match error.classify() {
             serde_json::error::Category::Data => EventError::NotAnEvent,
             _ => EventError::NotJson,
         })?;
@@ -225,23 +121,24 @@ impl SanghoEvent {
             return Err(EventError::InvalidType);
         }
         Ok(Self {
-            id: head.id.into_owned(),
-            event_type: head.event_type.into_owned(),
+            id: SharedText::new(&raw, head.id),
+            event_type: SharedText::new(&raw, head.event_type),
             created: head.created,
             livemode: head.livemode,
-            api_version: head.api_version,
+            api_version: head.api_version.map(|text| SharedText::new(&raw, text)),
             raw,
+            claim: None,
         })
     }
 
     /// The event id (`evt_…`), the deduplication key.
     pub fn id(&self) -> &str {
-        &self.id
+        self.id.as_str()
     }
 
     /// The event type, such as `payment_intent.succeeded`.
     pub fn event_type(&self) -> &str {
-        &self.event_type
+        self.event_type.as_str()
     }
 
     /// When the provider created the event, in Unix seconds, if the body says.
@@ -256,12 +153,31 @@ impl SanghoEvent {
 
     /// The API version the event was rendered with, if the body says.
     pub fn api_version(&self) -> Option<&str> {
-        self.api_version.as_deref()
+        self.api_version.as_ref().map(SharedText::as_str)
     }
 
     /// The exact, verified body.
     pub fn raw(&self) -> &Bytes {
         &self.raw
+    }
+
+    /// The token of this delivery's claim on the event, which the layer drew before calling
+    /// the handler: a store that can join the handler's own database transaction records the
+    /// completion with it, so that the handler's effects and the completion commit together.
+    /// `None` for an event parsed outside the layer.
+    pub fn claim_token(&self) -> Option<&ClaimToken> {
+        self.claim.as_ref()
+    }
+
+    /// The id and type as shared text (cloning them copies nothing).
+    pub(crate) fn shared_id_and_type(&self) -> (SharedText, SharedText) {
+        (self.id.clone(), self.event_type.clone())
+    }
+
+    /// The event with this delivery's claim token.
+    pub(crate) fn with_claim_token(mut self, token: ClaimToken) -> Self {
+        self.claim = Some(token);
+        self
     }
 
     /// Deserializes `data.object` into the type the handler expects for this event type.
@@ -284,6 +200,38 @@ impl SanghoEvent {
     /// Deserializes the whole body into a type of the handler's.
     pub fn deserialize<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
         serde_json::from_slice(&self.raw)
+    }
+}
+
+/// Text read from the signed body: a slice of it (nothing copied) when the JSON string had no
+/// escapes, else its own unescaped copy. Always valid UTF-8: it comes from a `&str`.
+#[derive(Clone)]
+pub(crate) struct SharedText(Bytes);
+
+impl SharedText {
+    /// `text`, which `serde_json` read from `raw`.
+    fn new(raw: &Bytes, text: Cow<'_, str>) -> Self {
+        match text {
+            Cow::Borrowed(text) => Self(raw.slice_ref(text.as_bytes())),
+            Cow::Owned(text) => Self(Bytes::from(text)),
+        }
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        // Built from a `&str` or a `String` only, so this never falls back.
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
+}
+
+impl fmt::Display for SharedText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Debug for SharedText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
     }
 }
 
