@@ -17,8 +17,6 @@ use http::StatusCode;
 use sangho_webhook::testing::{CountingHandler, conformance::unique_event_id};
 use sangho_webhook_redis::RedisStore;
 
-const NEEDS_SERVER: &str = "needs a redis-server binary (/usr/bin/redis-server or SANGHO_TEST_REDIS_SERVER): run with --include-ignored";
-
 /// The response timeout of the stores here.
 const RESPONSE_TIMEOUT: Duration = Duration::from_millis(500);
 /// How long deliveries may be refused after the connection died: the response timeout, the
@@ -67,7 +65,6 @@ async fn deliver_new_events_until_ok(
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs a redis-server binary (/usr/bin/redis-server or SANGHO_TEST_REDIS_SERVER): run with --include-ignored"]
 async fn a_half_open_connection_is_replaced_within_seconds() {
-    let _ = NEEDS_SERVER;
     let server = RedisServer::start().await;
     let proxy = Proxy::to_port(server.port()).await;
     let store = store_through(&proxy).await;

@@ -1,5 +1,5 @@
 //! The Redis store against the real Redis (`SANGHO_TEST_REDIS_URL`): what it writes, sharing
-//! one connection manager or several, reopening, errors.
+//! one connection or several, reopening, errors.
 
 mod common;
 
@@ -171,7 +171,7 @@ async fn race(n: usize, store: impl Fn(usize) -> RedisStore) -> (usize, usize) {
     (acquired, in_flight)
 }
 
-/// What one connection manager recorded, a new one (a restarted process) still sees.
+/// What one connection recorded, a new one (a restarted process) still sees.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs Redis: run with --include-ignored; URL from SANGHO_TEST_REDIS_URL (default redis://127.0.0.1:6379)"]
 async fn completed_event_is_recognised_after_reconnecting() {
