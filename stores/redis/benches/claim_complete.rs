@@ -10,7 +10,9 @@
 //!   NX PX <lease> GET`, then the owner-checked completion script by `EVALSHA`;
 //! - `redis_store`: [`RedisStore::claim`] then [`RedisStore::complete`].
 //!
-//! Each runs over its own `ConnectionManager` built with `RedisStore::manager_config()`. After
+//! Each runs over its own connection built with `RedisStore::manager_config()`: the raw
+//! variants over a `ConnectionManager`, the store over the `HealingConnection` that
+//! `RedisStore::connect` builds. After
 //! the criterion group, the variants run again in interleaved rounds (so that the load of a
 //! shared machine hits them alike), and the median ratios are printed.
 //!
@@ -19,14 +21,17 @@
 //! and are deleted at the end.
 
 use std::{
-    sync::Arc,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
     time::{Duration, Instant},
 };
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use sangho_webhook::store::{Claim, ClaimToken, IdempotencyStore};
 use sangho_webhook_redis::{
-    RedisStore,
+    HealingConnection, RedisStore,
     redis::{self, Script, aio::ConnectionManager},
 };
 use tokio::runtime::Runtime;
@@ -56,6 +61,9 @@ struct Variants {
     script: Arc<Script>,
     store: RedisStore,
     prefix: Arc<str>,
+    /// A random tag of this run, and the id counter.
+    run: Arc<str>,
+    ids: Arc<AtomicU64>,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -85,6 +93,13 @@ impl Variant {
 }
 
 impl Variants {
+    /// An event id never used before in this run: the run's random tag and a counter (shared by
+    /// every iteration, variant and task), so that no criterion iteration reuses a key.
+    fn fresh_id(&self) -> String {
+        let n = self.ids.fetch_add(1, Ordering::Relaxed);
+        format!("evt_{}_{n}", self.run)
+    }
+
     /// One claim + complete of the fresh event `id`.
     async fn run(&self, variant: Variant, id: &str) {
         match variant {
@@ -163,16 +178,14 @@ impl Variants {
     /// Runs `iters` claim + complete of fresh events over [`CONCURRENCY`] tasks; answers the
     /// wall time.
     async fn concurrently(&self, variant: Variant, iters: u64) -> Duration {
-        let batch = ClaimToken::generate();
         let started = Instant::now();
         let mut tasks = tokio::task::JoinSet::new();
         for task in 0..CONCURRENCY {
             let count = iters / CONCURRENCY + u64::from(task < iters % CONCURRENCY);
-            let (variants, batch) = (self.clone(), batch);
+            let variants = self.clone();
             tasks.spawn(async move {
-                for n in 0..count {
-                    let id = format!("evt_{}_{task}_{n}", &batch.as_str()[..12]);
-                    variants.run(variant, &id).await;
+                for _ in 0..count {
+                    variants.run(variant, &variants.fresh_id()).await;
                 }
             });
         }
@@ -186,9 +199,11 @@ impl Variants {
 fn claim_complete(c: &mut Criterion) {
     let runtime = Runtime::new().expect("a tokio runtime");
     let managers = runtime.block_on(async {
-        Ok::<_, redis::RedisError>((manager().await?, manager().await?, manager().await?))
+        let client = redis::Client::open(redis_url())?;
+        let store = HealingConnection::new(client, RedisStore::manager_config()).await?;
+        Ok::<_, redis::RedisError>((manager().await?, manager().await?, store))
     });
-    let (raw, checked, store_manager) = match managers {
+    let (raw, checked, store_connection) = match managers {
         Ok(managers) => managers,
         Err(error) => {
             eprintln!(
@@ -198,17 +213,20 @@ fn claim_complete(c: &mut Criterion) {
             return;
         }
     };
-    let run = ClaimToken::generate();
-    let prefix: Arc<str> = format!("sangho:bench:{}:", &run.as_str()[..12]).into();
+    // A token starts with 16 random hex digits drawn once per process: random per run.
+    let run: Arc<str> = ClaimToken::generate().as_str()[..16].into();
+    let prefix: Arc<str> = format!("sangho:bench:{run}:").into();
     let variants = Variants {
         raw,
         checked,
         // The store's completion script, written out again.
         script: Arc::new(Script::new(
-            "local value = redis.call('GET', KEYS[1])\nlocal completed = 'completed:' .. ARGV[1]\nif value == false or value == ARGV[1] or value == completed then\n  redis.call('SET', KEYS[1], completed, 'PX', ARGV[2])\n  return 1\nend\nreturn 0\n",
+            "#!lua\nlocal value = redis.call('GET', KEYS[1])\nlocal completed = 'completed:' .. ARGV[1]\nif value == false or value == ARGV[1] or value == completed then\n  redis.call('SET', KEYS[1], completed, 'PX', ARGV[2])\n  return 1\nend\nreturn 0\n",
         )),
-        store: RedisStore::new(store_manager).with_prefix(format!("{prefix}store:")),
+        store: RedisStore::new(store_connection).with_prefix(format!("{prefix}store:")),
         prefix: prefix.clone(),
+        run,
+        ids: Arc::new(AtomicU64::new(0)),
     };
 
     let mut group = c.benchmark_group("redis_claim_complete_32_concurrent");

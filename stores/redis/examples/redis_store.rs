@@ -77,7 +77,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let _: () = redis.del(&key).await?;
 
-    // In a server, the store goes into the layer (clones share the connection manager).
+    // In a server, the store goes into the layer (clones share the connection).
     let secret = Secret::new(
         std::env::var("SANGHO_WEBHOOK_SECRET").unwrap_or_else(|_| "whsec_development_only".into()),
     )?;
@@ -90,7 +90,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 async fn show(
-    redis: &mut redis::aio::ConnectionManager,
+    redis: &mut sangho_webhook_redis::HealingConnection,
     key: &str,
     when: &str,
 ) -> redis::RedisResult<()> {

@@ -14,9 +14,8 @@
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let store = RedisStore::connect("redis://127.0.0.1:6379").await?;
 //! let secret = Secret::new(std::env::var("SANGHO_WEBHOOK_SECRET")?)?;
-//! let app: Router = Router::new()
-//!     .route("/webhooks/sangho", post(|| async { "ok" }))
-//!     .layer(SanghoWebhookLayer::new(secret, store));
+//! let webhooks = SanghoWebhookLayer::new(secret, store);
+//! let app: Router = Router::new().route("/webhooks/sangho", post(|| async { "ok" }).layer(webhooks));
 //! # let _ = app;
 //! # Ok(())
 //! # }
@@ -59,10 +58,16 @@
 //!
 //! Every operation (the claim command, each script) reads and writes exactly one key, the
 //! event's (passed in `KEYS` to the scripts), so it is routed to the one node that owns that
-//! key's slot: the store works on Redis Cluster. Build it with [`RedisStore::new`] over a
-//! cluster connection (enable the `cluster-async` feature of the re-exported [`redis`]
-//! crate), or over any other connection that implements [`redis::aio::ConnectionLike`] and
-//! `Clone`. (The tests here run against a single server.)
+//! key's slot: the store works on Redis Cluster. Connect with
+//! [`RedisStore::connect_cluster`] (feature `cluster`, on by default), or build the store with
+//! [`RedisStore::new`] over any connection that implements [`redis::aio::ConnectionLike`] and
+//! `Clone`. The cluster connection follows `MOVED` and `ASK` redirections and refreshes its
+//! slot map after a failover; the [`HealingConnection`] around it builds it again after a
+//! response timeout (a half-open connection to a node), and bounds each request, retries
+//! included, to two response timeouts. [`with_replica_wait`](RedisStore::with_replica_wait)
+//! works there too: `WAIT` runs on the primary that owns the event's key, in the same
+//! pipeline as the write. Keep `{hash tags}` out of the prefix, or every event lands on one
+//! node.
 //!
 //! ## Requirements
 //!
@@ -70,37 +75,92 @@
 //! 7.2 or later, with Lua scripting allowed. An older Redis refuses the claim
 //! (`ERR syntax error`), and the layer answers every delivery 503.
 //!
-//! Run Redis with persistence (AOF, or RDB snapshots) if completed events must survive a
-//! restart of Redis itself: without it, a Redis restart forgets every event, and their
-//! redeliveries are processed again. Give it a `maxmemory-policy` that does not evict these
-//! keys (`noeviction`, or `volatile-*` only if nothing else with a TTL shares the server):
-//! an evicted completed event is processed again if redelivered.
+//! # Eviction
 //!
-//! # When Redis is down
+//! Every key this store writes has a time to live (the lease, or the retention). A server
+//! whose `maxmemory-policy` is `allkeys-*` or `volatile-*` may therefore evict any of them when
+//! it reaches its `maxmemory`, silently: an evicted in-flight claim lets a concurrent delivery
+//! run the handler a second time, and an evicted completed event is processed again when
+//! redelivered. [`RedisStore::connect`] reads the policy (`CONFIG GET maxmemory-policy`; on a
+//! cluster, of every primary) and refuses such a server with
+//! [`ConnectError::EvictingPolicy`]. Set `maxmemory-policy noeviction`: a full server then
+//! refuses writes, the layer answers 503, and nothing is lost. To accept an evicting server
+//! anyway (it never reaches its `maxmemory`, or doubles are acceptable), use
+//! [`ConnectOptions::allow_evicting_policy`]. A server that does not let the client run
+//! `CONFIG` (many managed services) is accepted with a warning.
+//!
+//! # When Redis is down, hangs, or fails over
 //!
 //! [`RedisStore::connect`] sets a connection timeout and a response timeout (see
 //! [`RedisStore::manager_config`]), so an operation on a dead or unreachable server fails with
 //! [`StoreError::Backend`](sangho_webhook::store::StoreError::Backend) (the
 //! [`redis::RedisError`] kept as its source) in bounded time, never hangs; the layer then
-//! answers `503` with `Retry-After` and the provider redelivers later. The
-//! [`ConnectionManager`](redis::aio::ConnectionManager) reconnects, and deliveries are
-//! processed again as soon as Redis is back, without restarting the server. The layer's own
-//! store timeout
-//! ([`with_store_timeout`](sangho_webhook::SanghoWebhookLayer::with_store_timeout)) bounds
-//! every operation in any case.
+//! answers `503` with `Retry-After` and the provider redelivers later. The layer's own store
+//! timeout (`SanghoWebhookLayerBuilder::with_store_timeout`) bounds every operation in any
+//! case.
+//!
+//! The store's [`HealingConnection`] reconnects:
+//!
+//! - when the connection is **closed or reset** (Redis restarted, a proxy closed it);
+//! - after a **response timeout**: the connection may be half-open (a frozen load balancer, a
+//!   dead network path) while a new one would work, so it is dropped and the next command
+//!   connects again;
+//! - after a **`READONLY`** (or `MASTERDOWN`) reply: the server was demoted to a replica in a
+//!   failover. The next command connects to the configured address again, which reaches the
+//!   new primary when that address follows failovers (a DNS name, a virtual IP, a proxy, a
+//!   Kubernetes service). The store does not ask Redis Sentinel for the primary itself: point
+//!   it at an address that follows the primary, or use Redis Cluster.
+//!
+//! So a connection that stopped working costs at most one response timeout of failed
+//! operations (503s): measured on loopback with a 500 ms response timeout, deliveries were
+//! processed again 0.6 s after a proxy froze the connection (1.1 s on a cluster), and 0.1 s
+//! after a failover.
 //!
 //! A command that timed out may still have run on the server (it was sent; only the answer is
-//! missing). For a claim, the event is then in flight with an owner that never comes: it is
-//! answered 409 until the lease expires, and then taken over. Nothing is lost, the event is
-//! only late by at most one lease.
+//! missing). The layer releases such a claim in the background with its token, so the event
+//! is not refused for a whole lease; if the release cannot run either, the claim expires with
+//! its lease and the event is then taken over. Nothing is lost.
+//!
+//! # Durability
+//!
+//! Redis acknowledges a write once it is in the primary's memory. Two windows remain in which
+//! an acknowledged claim or completion can vanish:
+//!
+//! - **Replication is asynchronous.** A failover promotes a replica that may not have
+//!   received the last writes: a completion lost this way lets a redelivery process the event
+//!   again; a claim lost this way lets a concurrent redelivery run the handler while the first
+//!   still runs. With [`RedisStore::with_replica_wait`], every claim, renewal and completion is
+//!   followed, in the same round trip, by `WAIT <replicas> <timeout>`, and fails unless that
+//!   many replicas acknowledged it: a claim is then released and answered 503, a completion is
+//!   retried by the layer (with the same token, so it lands on whichever server is primary by
+//!   then). `WAIT` does not make Redis strongly consistent (a failover can still pick a
+//!   replica that missed a write, when several replicas exist and fewer than all were waited
+//!   for; Redis Sentinel and Cluster prefer the most up-to-date replica), but it closes the
+//!   common window.
+//! - **Persistence is periodic.** Without persistence, a restart of Redis forgets every
+//!   event, and their redeliveries are processed again. With the append-only file and
+//!   `appendfsync everysec` (Redis's default for AOF), a crash of the machine (not only of the
+//!   process) can lose up to the last second of writes; `appendfsync always` loses none, at
+//!   the cost of one `fsync` per write. RDB snapshots alone lose everything since the last
+//!   snapshot. Redis 7.2 adds `WAITAOF` for waiting on the fsync; this store does not send it.
+//!
+//! For exactly-once processing across a failover, run replicas and use
+//! [`with_replica_wait`](RedisStore::with_replica_wait); across a restart of a lone server,
+//! use the append-only file with `appendfsync always`.
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod connect;
+mod connection;
+mod durability;
 mod scripts;
 mod store;
 
+pub use connect::{ConnectError, ConnectOptions};
+pub use connection::HealingConnection;
+pub use durability::ReplicationError;
 pub use redis;
 pub use store::RedisStore;
 

@@ -30,48 +30,54 @@ pub(crate) fn is_completed(value: &[u8]) -> bool {
 /// an absent key (expired, evicted, lost) is recorded again for the token; a completion by
 /// the token is left alone. Answers 1 in those cases, 0 when another owner holds or completed
 /// the event.
-pub(crate) static RENEW: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(concat!(
-        "local value = redis.call('GET', KEYS[1])\n",
-        "if value == ARGV[1] then\n",
-        "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n",
-        "  return 1\n",
-        "end\n",
-        "if value == false then\n",
-        "  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n",
-        "  return 1\n",
-        "end\n",
-        "if value == '",
-        completed!(),
-        "' .. ARGV[1] then\n",
-        "  return 1\n",
-        "end\n",
-        "return 0\n",
-    ))
-});
+pub(crate) const RENEW_LUA: &str = concat!(
+    "#!lua\n",
+    "local value = redis.call('GET', KEYS[1])\n",
+    "if value == ARGV[1] then\n",
+    "  redis.call('PEXPIRE', KEYS[1], ARGV[2])\n",
+    "  return 1\n",
+    "end\n",
+    "if value == false then\n",
+    "  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n",
+    "  return 1\n",
+    "end\n",
+    "if value == '",
+    completed!(),
+    "' .. ARGV[1] then\n",
+    "  return 1\n",
+    "end\n",
+    "return 0\n",
+);
+
+/// [`RENEW_LUA`], sent by `EVALSHA`.
+pub(crate) static RENEW: LazyLock<Script> = LazyLock::new(|| Script::new(RENEW_LUA));
 
 /// `ARGV[2]` = the retention in milliseconds. Unless another owner holds or completed the
 /// event, records it as completed by the token for the retention and answers 1; else 0.
-pub(crate) static COMPLETE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(concat!(
-        "local value = redis.call('GET', KEYS[1])\n",
-        "local completed = '",
-        completed!(),
-        "' .. ARGV[1]\n",
-        "if value == false or value == ARGV[1] or value == completed then\n",
-        "  redis.call('SET', KEYS[1], completed, 'PX', ARGV[2])\n",
-        "  return 1\n",
-        "end\n",
-        "return 0\n",
-    ))
-});
+pub(crate) const COMPLETE_LUA: &str = concat!(
+    "#!lua\n",
+    "local value = redis.call('GET', KEYS[1])\n",
+    "local completed = '",
+    completed!(),
+    "' .. ARGV[1]\n",
+    "if value == false or value == ARGV[1] or value == completed then\n",
+    "  redis.call('SET', KEYS[1], completed, 'PX', ARGV[2])\n",
+    "  return 1\n",
+    "end\n",
+    "return 0\n",
+);
+
+/// [`COMPLETE_LUA`], sent by `EVALSHA`.
+pub(crate) static COMPLETE: LazyLock<Script> = LazyLock::new(|| Script::new(COMPLETE_LUA));
 
 /// Deletes the key when it holds the token's in-flight claim and answers 1; else 0.
-pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(concat!(
-        "if redis.call('GET', KEYS[1]) == ARGV[1] then\n",
-        "  return redis.call('DEL', KEYS[1])\n",
-        "end\n",
-        "return 0\n",
-    ))
-});
+pub(crate) const RELEASE_LUA: &str = concat!(
+    "#!lua\n",
+    "if redis.call('GET', KEYS[1]) == ARGV[1] then\n",
+    "  return redis.call('DEL', KEYS[1])\n",
+    "end\n",
+    "return 0\n",
+);
+
+/// [`RELEASE_LUA`], sent by `EVALSHA`.
+pub(crate) static RELEASE: LazyLock<Script> = LazyLock::new(|| Script::new(RELEASE_LUA));

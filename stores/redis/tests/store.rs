@@ -1,5 +1,5 @@
 //! The Redis store against the real Redis (`SANGHO_TEST_REDIS_URL`): what it writes, sharing
-//! one connection manager or several, reopening, errors.
+//! one connection or several, reopening, errors.
 
 mod common;
 
@@ -8,17 +8,18 @@ use std::{error::Error as _, sync::Arc, time::Duration};
 use common::{PrefixCleanup, redis_url, unique_prefix};
 use sangho_webhook::store::{Claim, ClaimToken, IdempotencyStore, StoreError};
 use sangho_webhook_redis::{
-    RedisStore,
-    redis::{self, AsyncCommands, aio::ConnectionManager},
+    HealingConnection, RedisStore,
+    redis::{self, AsyncCommands},
 };
 
 const TYPE: &str = "payment_intent.succeeded";
 const LEASE: Duration = Duration::from_secs(30);
 const RETENTION: Duration = Duration::from_secs(72 * 3600);
 
-async fn manager() -> ConnectionManager {
+/// A connection of its own (as a process of its own would have).
+async fn manager() -> HealingConnection {
     let client = redis::Client::open(redis_url()).expect("a valid test Redis URL");
-    ConnectionManager::new_with_config(client, RedisStore::manager_config())
+    HealingConnection::new(client, RedisStore::manager_config())
         .await
         .expect("the test Redis answers")
 }
@@ -113,7 +114,7 @@ async fn prefixes_keep_stores_apart() {
 }
 
 /// 200 concurrent claims, each through its own `RedisStore` over clones of one shared
-/// `ConnectionManager` (one multiplexed connection): exactly one acquires.
+/// connection (one multiplexed connection): exactly one acquires.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs Redis: run with --include-ignored; URL from SANGHO_TEST_REDIS_URL (default redis://127.0.0.1:6379)"]
 async fn concurrent_claims_through_one_shared_manager_acquire_once() {
@@ -127,7 +128,7 @@ async fn concurrent_claims_through_one_shared_manager_acquire_once() {
     assert_eq!(outcomes, (1, 199));
 }
 
-/// 200 concurrent claims spread over 8 connection managers (as 8 processes would): exactly one
+/// 200 concurrent claims spread over 8 connections (as 8 processes would): exactly one
 /// acquires.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs Redis: run with --include-ignored; URL from SANGHO_TEST_REDIS_URL (default redis://127.0.0.1:6379)"]
@@ -170,7 +171,7 @@ async fn race(n: usize, store: impl Fn(usize) -> RedisStore) -> (usize, usize) {
     (acquired, in_flight)
 }
 
-/// What one connection manager recorded, a new one (a restarted process) still sees.
+/// What one connection recorded, a new one (a restarted process) still sees.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs Redis: run with --include-ignored; URL from SANGHO_TEST_REDIS_URL (default redis://127.0.0.1:6379)"]
 async fn completed_event_is_recognised_after_reconnecting() {
@@ -273,7 +274,12 @@ async fn connecting_to_a_dead_server_fails_in_bounded_time() {
     let result = tokio::time::timeout(Duration::from_secs(10), RedisStore::connect(url)).await;
     let outcome = result.expect("connect must not hang");
     let error = outcome.expect_err("nothing listens there");
-    assert!(error.is_io_error(), "{error:?}");
+    assert!(
+        error
+            .redis_error()
+            .is_some_and(redis::RedisError::is_io_error),
+        "{error:?}"
+    );
     assert!(
         started.elapsed() < Duration::from_secs(5),
         "{:?}",

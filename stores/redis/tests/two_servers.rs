@@ -1,5 +1,5 @@
 //! Two server processes sharing one Redis (`SANGHO_TEST_REDIS_URL`): two independent layers,
-//! each over its own connection manager, behind two real axum servers.
+//! each over its own connection, behind two real axum servers.
 
 mod common;
 
@@ -25,7 +25,7 @@ use tower::Layer as _;
 const DELIVERIES: usize = 40;
 const PATH: &str = "/webhooks/sangho";
 
-/// Starts one "process": its own connection manager, its own layer, its own HTTP server.
+/// Starts one "process": its own connection, its own layer, its own HTTP server.
 async fn start_server(prefix: &str, handler: CountingHandler) -> SocketAddr {
     let store = RedisStore::connect(redis_url())
         .await

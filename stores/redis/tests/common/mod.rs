@@ -1,7 +1,12 @@
 //! Shared by the integration tests: the test Redis URL, stores under a unique prefix that are
-//! cleaned up when dropped, and a `redis-server` process of the test's own.
+//! cleaned up when dropped, `redis-server` processes of the test's own (alone, as a replica, as
+//! a cluster), and a TCP proxy that can freeze its connections.
 
 #![allow(dead_code)] // each test file uses a part of it
+
+pub mod cluster;
+pub mod deliver;
+pub mod proxy;
 
 use std::{
     net::TcpListener,
@@ -139,50 +144,107 @@ pub fn free_port() -> u16 {
     listener.local_addr().expect("a bound address").port()
 }
 
-/// A `redis-server` of the test's own, without persistence, killed when dropped.
+/// A `redis-server` of the test's own, on its own loopback port and in its own temporary
+/// directory, killed when dropped. Without persistence unless its arguments ask for it.
 pub struct RedisServer {
     port: u16,
+    args: Vec<String>,
+    dir: tempfile::TempDir,
     child: Option<Child>,
 }
 
 impl RedisServer {
     /// The binary, from `SANGHO_TEST_REDIS_SERVER` or `/usr/bin/redis-server`.
-    fn binary() -> String {
+    pub fn binary() -> String {
         std::env::var("SANGHO_TEST_REDIS_SERVER")
             .unwrap_or_else(|_| "/usr/bin/redis-server".to_owned())
     }
 
-    /// Starts a server on a free port and waits until it answers.
+    /// Starts a server without persistence on a free port and waits until it answers.
     pub async fn start() -> Self {
-        let mut server = Self {
-            port: free_port(),
-            child: None,
-        };
+        Self::start_with(&["--save", "", "--appendonly", "no"]).await
+    }
+
+    /// Starts a server with these extra arguments (e.g. `--appendonly yes`) on a free port
+    /// and waits until it answers.
+    pub async fn start_with(args: &[&str]) -> Self {
+        let mut server = Self::configure(args);
         server.restart().await;
         server
+    }
+
+    /// A replica of `primary` (without persistence), started and in sync.
+    pub async fn start_replica_of(primary: &RedisServer) -> Self {
+        Self::start_replica_of_port(primary.port()).await
+    }
+
+    /// A replica of the server (or the proxy) on `port`, started and in sync.
+    pub async fn start_replica_of_port(port: u16) -> Self {
+        let port = port.to_string();
+        let replica = Self::start_with(&[
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--replicaof",
+            "127.0.0.1",
+            &port,
+        ])
+        .await;
+        wait_for_link(&replica).await;
+        replica
+    }
+
+    /// A server that is not started yet.
+    pub fn configure(args: &[&str]) -> Self {
+        Self::configure_at(free_port(), args)
+    }
+
+    /// A server on `port` that is not started yet.
+    pub fn configure_at(port: u16, args: &[&str]) -> Self {
+        Self {
+            port,
+            args: args.iter().map(|arg| (*arg).to_owned()).collect(),
+            dir: tempfile::Builder::new()
+                .prefix("sangho-redis-")
+                .tempdir()
+                .expect("a temporary directory"),
+            child: None,
+        }
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
     }
 
     pub fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
-    /// Starts the server again on the same port (after [`stop`](Self::stop)) and waits until
-    /// it answers.
+    /// Starts the server (again, after [`stop`](Self::stop)) on its port and in its directory,
+    /// and waits until it answers.
     pub async fn restart(&mut self) {
+        self.spawn();
+        self.wait_until_it_answers().await;
+    }
+
+    /// Starts the server process without waiting for it.
+    pub fn spawn(&mut self) {
         assert!(self.child.is_none(), "the server is running already");
         let child = Command::new(Self::binary())
             .args(["--port", &self.port.to_string()])
             .args(["--bind", "127.0.0.1"])
-            .args(["--save", ""])
-            .args(["--appendonly", "no"])
             .args(["--daemonize", "no"])
+            .arg("--dir")
+            .arg(self.dir.path())
+            .args(["--logfile", "redis.log"])
+            .args(&self.args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .unwrap_or_else(|error| panic!("cannot start {}: {error}", Self::binary()));
         self.child = Some(child);
-        self.wait_until_it_answers().await;
     }
 
     async fn wait_until_it_answers(&mut self) {
@@ -194,7 +256,11 @@ impl RedisServer {
             if let Some(child) = self.child.as_mut()
                 && let Ok(Some(status)) = child.try_wait()
             {
-                panic!("redis-server on port {} exited: {status}", self.port);
+                panic!(
+                    "redis-server on port {} exited: {status}; its log: {}",
+                    self.port,
+                    self.log()
+                );
             }
             assert!(
                 Instant::now() < deadline,
@@ -205,10 +271,44 @@ impl RedisServer {
         }
     }
 
+    /// The server's log file.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("redis.log")).unwrap_or_default()
+    }
+
     fn ping(&self) -> redis::RedisResult<()> {
-        let client = redis::Client::open(self.url())?;
-        let mut connection = client.get_connection_with_timeout(Duration::from_millis(200))?;
+        let mut connection = self.sync_connection()?;
         redis::cmd("PING").exec(&mut connection)
+    }
+
+    /// A plain blocking connection to the server, for the test's own commands.
+    pub fn sync_connection(&self) -> redis::RedisResult<redis::Connection> {
+        let client = redis::Client::open(self.url())?;
+        let connection = client.get_connection_with_timeout(Duration::from_millis(500))?;
+        connection.set_read_timeout(Some(Duration::from_secs(5)))?;
+        Ok(connection)
+    }
+
+    /// Runs one command on the server (from the test), e.g. `["REPLICAOF", "NO", "ONE"]`.
+    pub fn command(&self, args: &[&str]) -> redis::Value {
+        let mut connection = self
+            .sync_connection()
+            .unwrap_or_else(|error| panic!("cannot reach port {}: {error}", self.port));
+        let mut cmd = redis::cmd(args[0]);
+        for arg in &args[1..] {
+            cmd.arg(*arg);
+        }
+        cmd.query(&mut connection)
+            .unwrap_or_else(|error| panic!("{args:?} on port {}: {error}", self.port))
+    }
+
+    /// The value of `key`, read on this server.
+    pub fn get(&self, key: &str) -> Option<String> {
+        let mut connection = self.sync_connection().expect("the server answers");
+        redis::cmd("GET")
+            .arg(key)
+            .query(&mut connection)
+            .expect("GET")
     }
 
     /// Freezes the server (SIGSTOP): connections stay open and the kernel still accepts new
@@ -242,6 +342,26 @@ impl RedisServer {
 
 impl Drop for RedisServer {
     fn drop(&mut self) {
-        self.stop();
+        self.stop(); // SIGKILL ends a paused server too
+    }
+}
+
+pub fn info_replication(server: &RedisServer) -> String {
+    match server.command(&["INFO", "replication"]) {
+        redis::Value::BulkString(info) => String::from_utf8_lossy(&info).into_owned(),
+        redis::Value::VerbatimString { text, .. } => text,
+        other => panic!("INFO replication answered {other:?}"),
+    }
+}
+
+/// Waits (at most 10 s) until `replica` is in sync with its primary.
+pub async fn wait_for_link(replica: &RedisServer) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !info_replication(replica).contains("master_link_status:up") {
+        assert!(
+            Instant::now() < deadline,
+            "the replica did not sync in 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
