@@ -1,5 +1,5 @@
 //! Claim + complete of fresh events, 32 at a time, through `PostgresStore` / `SqliteStore`
-//! and through the seed's recipe written by hand with raw sqlx on the same pool: `SELECT` the
+//! and through the provider's documented recipe written by hand with raw sqlx on the same pool: `SELECT` the
 //! id, then `INSERT … ON CONFLICT (event_id) DO NOTHING` (two round trips, and racy: that is
 //! what the store fixes). Side by side, one criterion group per database.
 //!
@@ -53,7 +53,7 @@ async fn through_store(store: &dyn IdempotencyStore, id: &str) {
     }
 }
 
-/// The seed's recipe: is it there? No: (process it, then) record it.
+/// The provider's documented recipe: is it there? No: (process it, then) record it.
 async fn by_hand<DB>(pool: &Pool<DB>, select: &Arc<str>, insert: &Arc<str>, id: &str)
 where
     DB: Database,
@@ -217,7 +217,7 @@ fn compare<DB, S>(
     }
 }
 
-/// The seed's schema, for the raw recipe's table.
+/// the provider's documented schema, for the raw recipe's table.
 fn seed_schema(table: &str, timestamp_default: &str) -> String {
     format!(
         "CREATE TABLE {table} (
@@ -257,7 +257,7 @@ fn postgres(c: &mut Criterion, runtime: &Runtime) {
         sqlx::raw_sql(AssertSqlSafe(seed_schema(&raw_table, "NOW()")))
             .execute(&pool)
             .await
-            .expect("the seed's table");
+            .expect("the provider's table");
     });
 
     let durable = store.clone().with_synchronous_claims(true);
@@ -300,7 +300,7 @@ fn sqlite(c: &mut Criterion, runtime: &Runtime) {
         sqlx::raw_sql(AssertSqlSafe(seed_schema(raw_table, "CURRENT_TIMESTAMP")))
             .execute(&pool)
             .await
-            .expect("the seed's table");
+            .expect("the provider's table");
     });
 
     let stores = vec![("store_claim_then_complete", store)];

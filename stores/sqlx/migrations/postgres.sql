@@ -1,7 +1,7 @@
 -- sangho-webhook-sqlx: the PostgreSQL schema of `PostgresStore` (table `processed_webhook_events`).
 --
--- Safe to run again, and safe on a table created with the seed's schema (event_id, event_type,
--- processed_at): it only adds what is missing. Rows written by the seed's recipe become
+-- Safe to run again, and safe on a table created with the provider's documented schema (event_id, event_type,
+-- processed_at): it only adds what is missing. Rows written by the provider's documented recipe become
 -- completed events with no retention of their own (the purge removes them by processed_at).
 --
 -- processed_at when the event was last claimed (the delivery that processed it arrived); the
@@ -24,7 +24,7 @@ CREATE TABLE IF NOT EXISTS processed_webhook_events (
     expires_at   TIMESTAMPTZ
 ) WITH (fillfactor = 70);
 
--- A table created with the seed's schema.
+-- A table created with the provider's documented schema.
 ALTER TABLE processed_webhook_events
     ADD COLUMN IF NOT EXISTS state VARCHAR(9) NOT NULL DEFAULT 'completed'
         CHECK (state IN ('in_flight', 'completed')),

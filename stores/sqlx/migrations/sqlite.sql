@@ -1,10 +1,10 @@
 -- sangho-webhook-sqlx: the SQLite schema of `SqliteStore` (table `processed_webhook_events`).
 --
--- Safe to run again. The columns of the seed's schema (event_id, event_type, processed_at)
+-- Safe to run again. The columns of the provider's documented schema (event_id, event_type, processed_at)
 -- come first, with the same types.
 --
 -- processed_at when the event was last claimed (the delivery that processed it arrived), UTC
---              text 'YYYY-MM-DD HH:MM:SS.SSS' (the seed's CURRENT_TIMESTAMP format, with
+--              text 'YYYY-MM-DD HH:MM:SS.SSS' (CURRENT_TIMESTAMP's format, with
 --              milliseconds); the purge scans its index.
 -- state        'in_flight' (a delivery holds a claim) or 'completed' (processed).
 -- claim_token  the owner of the claim (32 hex characters); complete/release check it.

@@ -44,23 +44,3 @@ pub(crate) fn store_error(error: sqlx::Error, acquire_timeout: Duration) -> Stor
 /// The longest lease, retention or purge age the stores write: longer ones are shortened to
 /// this (about 1000 years), so that timestamp arithmetic never overflows.
 pub(crate) const MAX_SPAN: Duration = Duration::from_secs(1000 * 365 * 24 * 3600);
-
-/// `duration` in seconds, for PostgreSQL intervals.
-#[cfg(feature = "postgres")]
-pub(crate) fn seconds(duration: Duration) -> f64 {
-    duration.min(MAX_SPAN).as_secs_f64()
-}
-
-/// `duration` in whole milliseconds, for SQLite's millisecond timestamps.
-#[cfg(feature = "sqlite")]
-pub(crate) fn milliseconds(duration: Duration) -> i64 {
-    // MAX_SPAN in milliseconds fits an i64 by far.
-    i64::try_from(duration.min(MAX_SPAN).as_millis()).unwrap_or(i64::MAX)
-}
-
-/// `duration` in whole microseconds, for MariaDB intervals.
-#[cfg(feature = "mysql")]
-pub(crate) fn microseconds(duration: Duration) -> i64 {
-    // MAX_SPAN in microseconds fits an i64.
-    i64::try_from(duration.min(MAX_SPAN).as_micros()).unwrap_or(i64::MAX)
-}

@@ -38,9 +38,7 @@ pub trait Purge: Clone + Send + Sync + 'static {
 /// # Ok(()) }
 /// ```
 ///
-/// Without the task, the same can run from cron as plain SQL: see
-/// [`PostgresStore::purge`](crate::PostgresStore::purge) and
-/// [`SqliteStore::purge`](crate::SqliteStore::purge).
+/// Without the task, the same can run from cron as plain SQL: see the crate's README.
 #[derive(Debug)]
 pub struct PurgeTask {
     stop: Option<oneshot::Sender<()>>,

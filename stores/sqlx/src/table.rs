@@ -22,7 +22,7 @@ use crate::Error;
 pub struct TableName(Arc<str>);
 
 impl TableName {
-    /// The seed's table name, the default: `processed_webhook_events`.
+    /// The provider's documented table name, the default: `processed_webhook_events`.
     pub const DEFAULT: &'static str = "processed_webhook_events";
 
     /// The longest accepted name.
@@ -52,7 +52,7 @@ impl TableName {
         &self.0
     }
 
-    /// The name of the `processed_at` index: the seed's `idx_webhook_processed_at` for the
+    /// The name of the `processed_at` index: the provider's `idx_webhook_processed_at` for the
     /// default table, `<table>_processed_at_idx` for any other.
     pub(crate) fn index_name(&self) -> String {
         if &*self.0 == Self::DEFAULT {
@@ -132,7 +132,7 @@ mod tests {
     }
 
     #[test]
-    fn the_default_table_keeps_the_seed_index_name() {
+    fn the_default_table_keeps_the_provider_index_name() {
         let schema = TableName::default().schema(include_str!("../migrations/postgres.sql"));
         assert!(schema.contains("idx_webhook_processed_at"));
         let custom = TableName::new("shop_events").unwrap();

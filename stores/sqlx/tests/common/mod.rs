@@ -16,7 +16,7 @@ use sangho_webhook::{
     store::{Claim, ClaimToken, IdempotencyStore, StoreError},
     testing::fixtures,
 };
-#[cfg(feature = "mysql")]
+#[cfg(feature = "mariadb")]
 use sangho_webhook_sqlx::MariaDbStore;
 use sangho_webhook_sqlx::{
     PostgresStore, PurgeTask, SqliteStore, TableName,
@@ -68,7 +68,7 @@ enum Cleanup {
     /// Drop this PostgreSQL table.
     Table(String),
     /// Drop this MariaDB table.
-    #[cfg(feature = "mysql")]
+    #[cfg(feature = "mariadb")]
     MariaDbTable(String),
     /// Delete this directory (the SQLite files).
     Dir(tempfile::TempDir),
@@ -85,7 +85,7 @@ impl Drop for Cleanup {
     fn drop(&mut self) {
         match self {
             Cleanup::Table(table) => drop_table(table.clone()),
-            #[cfg(feature = "mysql")]
+            #[cfg(feature = "mariadb")]
             Cleanup::MariaDbTable(table) => drop_mariadb_table(table.clone()),
             Cleanup::Dir(_) => {}
         }
@@ -93,14 +93,14 @@ impl Drop for Cleanup {
 }
 
 /// The MariaDB server of the tests: `SANGHO_TEST_MYSQL_URL`, or the local default.
-#[cfg(feature = "mysql")]
+#[cfg(feature = "mariadb")]
 pub fn mariadb_url() -> String {
     std::env::var("SANGHO_TEST_MYSQL_URL")
         .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".to_owned())
 }
 
 /// Drops the MariaDB `table`, as [`drop_table`] does for PostgreSQL.
-#[cfg(feature = "mysql")]
+#[cfg(feature = "mariadb")]
 pub fn drop_mariadb_table(table: String) {
     drop_table_at::<sqlx::mysql::MySqlConnection>(mariadb_url(), table);
 }
@@ -150,7 +150,7 @@ async fn migrated<S: SqlStore>(store: S, cleanup: Cleanup) -> TestStore<S> {
 }
 
 /// A migrated MariaDB store on a fresh table, over a pool of `connections`.
-#[cfg(feature = "mysql")]
+#[cfg(feature = "mariadb")]
 pub async fn mariadb_store(label: &str, connections: u32) -> TestStore<MariaDbStore> {
     let table = unique_table(label);
     let store = mariadb_store_on(&table, connections).await;
@@ -158,7 +158,7 @@ pub async fn mariadb_store(label: &str, connections: u32) -> TestStore<MariaDbSt
 }
 
 /// A MariaDB store on `table` (not migrated), over a new pool of `connections`.
-#[cfg(feature = "mysql")]
+#[cfg(feature = "mariadb")]
 pub async fn mariadb_store_on(table: &str, connections: u32) -> MariaDbStore {
     let pool = pool_options(connections)
         .connect(&mariadb_url())
@@ -301,7 +301,7 @@ sql_store!(
     seed_recent: "INSERT INTO {table} (event_id, event_type, processed_at) VALUES (?1, ?2, datetime('now', '+0 seconds'))",
 );
 
-#[cfg(feature = "mysql")]
+#[cfg(feature = "mariadb")]
 sql_store!(
     MariaDbStore,
     sqlx::MySql,

@@ -1,7 +1,7 @@
 -- sangho-webhook-sqlx: the MariaDB schema of `MariaDbStore` (table `processed_webhook_events`).
 -- MariaDB 10.5 or later (the claim uses INSERT … RETURNING, which MySQL lacks).
 --
--- Safe to run again. The columns of the seed's schema (event_id, event_type, processed_at)
+-- Safe to run again. The columns of the provider's documented schema (event_id, event_type, processed_at)
 -- come first. Every time is UTC (UTC_TIMESTAMP), whatever the server's time zone.
 --
 -- event_id     ASCII, compared byte for byte: event ids are case-sensitive.

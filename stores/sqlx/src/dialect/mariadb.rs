@@ -1,0 +1,181 @@
+//! MariaDB: [`MariaDbStore`](crate::MariaDbStore).
+
+use std::time::Duration;
+
+use sqlx::{
+    AssertSqlSafe, Executor,
+    error::DatabaseError,
+    mysql::{MySqlConnectOptions, MySqlDatabaseError, MySqlPoolOptions},
+};
+
+use super::{Dialect, Statements, micros, sealed::Sealed};
+use crate::{Error, SqlStore};
+
+/// The MariaDB dialect (feature `mariadb`, MariaDB 10.5 or later):
+/// [`MariaDbStore`](crate::MariaDbStore). MySQL is not supported: the statements need
+/// `INSERT … RETURNING` and `DELETE … RETURNING`, which only MariaDB has.
+#[derive(Debug, Clone, Copy)]
+pub struct MariaDb;
+
+impl Sealed for MariaDb {}
+
+/// Claim in one statement. On a duplicate key the row is taken over if its expiry has passed
+/// and left as it is otherwise. `RETURNING` reports the row as it now is: `completed`, the
+/// owner's token when this statement wrote the claim (its `processed_at` is the statement's
+/// time), `in_flight` otherwise. `expires_at` is assigned last: MariaDB evaluates the
+/// assignments in order, so every condition still sees the old expiry. `UTC_TIMESTAMP(6)` is
+/// the statement's start: one clock reading.
+const CLAIM: &str = "\
+INSERT INTO {table} (event_id, event_type, processed_at, state, claim_token, expires_at)
+VALUES (?, ?, UTC_TIMESTAMP(6), 'in_flight', ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)
+ON DUPLICATE KEY UPDATE
+    event_type = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(event_type), event_type),
+    processed_at = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(processed_at), processed_at),
+    state = IF(expires_at <= UTC_TIMESTAMP(6), 'in_flight', state),
+    claim_token = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(claim_token), claim_token),
+    expires_at = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(expires_at), expires_at)
+RETURNING CASE WHEN state = 'completed' THEN 'completed'
+               WHEN processed_at = UTC_TIMESTAMP(6) THEN claim_token
+               ELSE 'in_flight' END";
+
+/// Renew in one statement: extend the token's live claim, or record it again when the event has
+/// no live record; another owner's live record (and the token's own live completion) is left
+/// as it is. `RETURNING` reports the owner as it now is. `state` and `claim_token` change only
+/// when the row had expired, so the last condition still reads the old owner and state, and
+/// `expires_at`, assigned last, is the old expiry in every condition.
+const RENEW: &str = "\
+INSERT INTO {table} (event_id, event_type, processed_at, state, claim_token, expires_at)
+VALUES (?, ?, UTC_TIMESTAMP(6), 'in_flight', ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)
+ON DUPLICATE KEY UPDATE
+    event_type = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(event_type), event_type),
+    processed_at = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(processed_at), processed_at),
+    state = IF(expires_at <= UTC_TIMESTAMP(6), 'in_flight', state),
+    claim_token = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(claim_token), claim_token),
+    expires_at = IF(expires_at <= UTC_TIMESTAMP(6)
+                    OR (claim_token = VALUES(claim_token) AND state = 'in_flight'),
+                    VALUES(expires_at), expires_at)
+RETURNING claim_token";
+
+/// Complete in one statement: record the event as completed by the token unless another owner
+/// holds or completed it (a live record with another token). `RETURNING` reports the owner as
+/// it now is. Evaluated in order, as in [`RENEW`].
+const COMPLETE: &str = "\
+INSERT INTO {table} (event_id, event_type, processed_at, state, claim_token, expires_at)
+VALUES (?, ?, UTC_TIMESTAMP(6), 'completed', ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)
+ON DUPLICATE KEY UPDATE
+    event_type = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(event_type), event_type),
+    processed_at = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(processed_at), processed_at),
+    state = IF(expires_at <= UTC_TIMESTAMP(6) OR claim_token = VALUES(claim_token),
+               'completed', state),
+    claim_token = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(claim_token), claim_token),
+    expires_at = IF(expires_at <= UTC_TIMESTAMP(6) OR claim_token = VALUES(claim_token),
+                    VALUES(expires_at), expires_at)
+RETURNING claim_token";
+
+const RELEASE: &str = "\
+DELETE FROM {table}
+WHERE event_id = ? AND state = 'in_flight' AND claim_token = ? AND expires_at > UTC_TIMESTAMP(6)
+RETURNING claim_token";
+
+const STATE: &str = "SELECT state FROM {table} WHERE event_id = ?";
+
+/// Every row claimed more than the retention ago, but a live claim; through the
+/// `processed_at` index.
+const PURGE: &str = "\
+DELETE FROM {table}
+WHERE processed_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
+  AND (state = 'completed' OR expires_at <= UTC_TIMESTAMP(6))";
+
+/// Serialises concurrent `migrate()` calls (several replicas starting at once).
+const MIGRATION_LOCK: &str = "SELECT GET_LOCK('sangho_webhook_sqlx_migrate', 30)";
+const MIGRATION_UNLOCK: &str = "SELECT RELEASE_LOCK('sangho_webhook_sqlx_migrate')";
+
+impl Dialect for MariaDb {
+    type Database = sqlx::MySql;
+    const MAX_CONNECTIONS: u32 = 16;
+    const STATEMENTS: Statements = Statements {
+        asynchronous_commit: "NULL",
+        claim: CLAIM,
+        renew: RENEW,
+        complete: COMPLETE,
+        release: RELEASE,
+        state: STATE,
+    };
+    const SCHEMA: &'static str = include_str!("../../migrations/mariadb.sql");
+    const READS_STATE_OF_A_DUPLICATE: bool = false;
+
+    fn is_conflict(error: &dyn DatabaseError) -> bool {
+        // ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT
+        error
+            .try_downcast_ref::<MySqlDatabaseError>()
+            .is_some_and(|error| matches!(error.number(), 1213 | 1205))
+    }
+
+    async fn migrate(store: &SqlStore<Self>) -> Result<(), Error> {
+        let mut connection = store.pool().acquire().await?;
+        connection.execute(MIGRATION_LOCK).await?;
+        let mut migrated = Ok(());
+        for statement in statements(&store.schema()) {
+            if let Err(error) = connection.execute(AssertSqlSafe(statement)).await {
+                migrated = Err(error);
+                break;
+            }
+        }
+        connection.execute(MIGRATION_UNLOCK).await?;
+        Ok(migrated?)
+    }
+
+    async fn purge(store: &SqlStore<Self>, retention: Duration) -> Result<u64, Error> {
+        let result = sqlx::query(AssertSqlSafe(store.table().sql(PURGE)))
+            .bind(micros(retention))
+            .execute(store.pool())
+            .await?;
+        Ok(result.rows_affected())
+    }
+}
+
+/// The statements of a migration script: split at the `;` that end a line, comments dropped.
+fn statements(script: &str) -> Vec<String> {
+    let code: String = script
+        .lines()
+        .filter(|line| !line.trim_start().starts_with("--"))
+        .map(|line| format!("{line}\n"))
+        .collect();
+    code.split(";\n")
+        .map(str::trim)
+        .filter(|statement| !statement.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// [`MariaDbStore`](crate::MariaDbStore)'s own constructor.
+impl SqlStore<MariaDb> {
+    /// Connects to `url` (`mysql://user:password@host:port/database`, or `mariadb://…`) with a
+    /// pool of at most [`MAX_CONNECTIONS`](Self::MAX_CONNECTIONS) connections and an acquire
+    /// (and connect) timeout of [`ACQUIRE_TIMEOUT`](Self::ACQUIRE_TIMEOUT), and opens one
+    /// connection to check the URL.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Database`] if the URL is invalid or the database cannot be reached.
+    pub async fn connect(url: &str) -> Result<Self, Error> {
+        let options: MySqlConnectOptions = url.parse()?;
+        let pool = MySqlPoolOptions::new()
+            .max_connections(Self::MAX_CONNECTIONS)
+            .acquire_timeout(Self::ACQUIRE_TIMEOUT)
+            .connect_with(options)
+            .await?;
+        Ok(Self::new(pool))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_script_splits_into_its_statements() {
+        let statements = super::statements(<super::MariaDb as super::Dialect>::SCHEMA);
+        assert_eq!(statements.len(), 2);
+        assert!(statements[0].starts_with("CREATE TABLE IF NOT EXISTS"));
+        assert!(statements[1].starts_with("CREATE INDEX IF NOT EXISTS"));
+    }
+}

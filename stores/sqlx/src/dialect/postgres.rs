@@ -1,0 +1,207 @@
+//! PostgreSQL: [`PostgresStore`](crate::PostgresStore).
+
+use std::time::Duration;
+
+use sqlx::{
+    AssertSqlSafe, Executor, PgPool,
+    error::DatabaseError,
+    postgres::{PgConnectOptions, PgPoolOptions},
+};
+
+use super::{Dialect, Statements, micros, sealed::Sealed};
+use crate::{Error, SqlStore};
+
+/// The PostgreSQL dialect (feature `postgres`): [`PostgresStore`](crate::PostgresStore).
+#[derive(Debug, Clone, Copy)]
+pub struct Postgres;
+
+impl Sealed for Postgres {}
+
+/// Claim in one statement. The CTE inserts the claim, or takes over a row whose lease (or
+/// retention) has expired; when it did neither, the outer `SELECT` tells completed from in
+/// flight. A row committed by a concurrent claim after this statement's snapshot is not seen by
+/// that `SELECT`: then no row comes back, which means in flight (the safe answer, a 409).
+const CLAIM: &str = "\
+WITH commit_mode AS (SELECT {commit}),
+acquired AS (
+    INSERT INTO {table} AS e (event_id, event_type, processed_at, state, claim_token, expires_at)
+    SELECT $1, $2, statement_timestamp(), 'in_flight', $3,
+           statement_timestamp() + $4 * INTERVAL '1 microsecond'
+    FROM commit_mode
+    ON CONFLICT (event_id) DO UPDATE
+        SET event_type = EXCLUDED.event_type,
+            processed_at = EXCLUDED.processed_at,
+            state = 'in_flight',
+            claim_token = EXCLUDED.claim_token,
+            expires_at = EXCLUDED.expires_at
+        WHERE e.expires_at <= statement_timestamp()
+    RETURNING 1
+)
+SELECT 'acquired' FROM acquired
+UNION ALL
+SELECT CASE
+           WHEN e.state = 'completed'
+                AND (e.expires_at IS NULL OR e.expires_at > statement_timestamp())
+           THEN 'completed'
+           ELSE 'in_flight'
+       END
+FROM {table} AS e
+WHERE e.event_id = $1 AND NOT EXISTS (SELECT 1 FROM acquired)";
+
+/// Renew in one statement: extend the token's live claim, or record it again when the event has
+/// no live record. A live completion by the token is rewritten unchanged (the row comes back:
+/// `true`); another owner's live record is left alone (no row: `false`).
+const RENEW: &str = "\
+WITH commit_mode AS (SELECT {commit})
+INSERT INTO {table} AS e (event_id, event_type, processed_at, state, claim_token, expires_at)
+SELECT $1, $2, statement_timestamp(), 'in_flight', $3,
+       statement_timestamp() + $4 * INTERVAL '1 microsecond'
+FROM commit_mode
+ON CONFLICT (event_id) DO UPDATE
+    SET event_type = CASE WHEN e.expires_at <= statement_timestamp()
+                          THEN EXCLUDED.event_type ELSE e.event_type END,
+        processed_at = CASE WHEN e.expires_at <= statement_timestamp()
+                            THEN EXCLUDED.processed_at ELSE e.processed_at END,
+        state = CASE WHEN e.expires_at <= statement_timestamp()
+                     THEN 'in_flight' ELSE e.state END,
+        claim_token = EXCLUDED.claim_token,
+        expires_at = CASE WHEN e.state = 'completed' AND e.expires_at > statement_timestamp()
+                          THEN e.expires_at ELSE EXCLUDED.expires_at END
+    WHERE e.claim_token = $3 OR e.expires_at <= statement_timestamp()
+RETURNING claim_token";
+
+/// Complete in one statement: record the event as completed by the token unless another owner
+/// holds or completed it (a live record with another token). When the token's own record is
+/// live, `processed_at` is kept, so only columns no index covers change: a HOT update (see
+/// `migrations/postgres.sql`).
+const COMPLETE: &str = "\
+INSERT INTO {table} AS e (event_id, event_type, processed_at, state, claim_token, expires_at)
+VALUES ($1, $2, statement_timestamp(), 'completed', $3,
+        statement_timestamp() + $4 * INTERVAL '1 microsecond')
+ON CONFLICT (event_id) DO UPDATE
+    SET event_type = CASE WHEN e.expires_at <= statement_timestamp()
+                          THEN EXCLUDED.event_type ELSE e.event_type END,
+        processed_at = CASE WHEN e.expires_at <= statement_timestamp()
+                            THEN EXCLUDED.processed_at ELSE e.processed_at END,
+        state = 'completed',
+        claim_token = EXCLUDED.claim_token,
+        expires_at = EXCLUDED.expires_at
+    WHERE e.claim_token = $3 OR e.expires_at <= statement_timestamp()
+RETURNING claim_token";
+
+const RELEASE: &str = "\
+WITH commit_mode AS (SELECT {commit})
+DELETE FROM {table} USING commit_mode
+WHERE event_id = $1 AND state = 'in_flight' AND claim_token = $2
+  AND expires_at > statement_timestamp()
+RETURNING claim_token";
+
+const STATE: &str = "SELECT state FROM {table} WHERE event_id = $1";
+
+/// Every row claimed more than the retention ago, but a live claim. The cut-off is cast to the
+/// column's type (`TIMESTAMP`), so that the `processed_at` index applies.
+const PURGE: &str = "\
+DELETE FROM {table}
+WHERE processed_at < CAST(statement_timestamp() - $1 * INTERVAL '1 microsecond' AS TIMESTAMP)
+  AND (state = 'completed' OR expires_at <= statement_timestamp())";
+
+/// Whether the table has the store's columns and the index already: then `migrate` takes no
+/// lock at all (`ALTER TABLE` and `CREATE INDEX` would, even with `IF NOT EXISTS`).
+const UP_TO_DATE: &str = "\
+SELECT (SELECT count(*) FROM pg_attribute
+        WHERE attrelid = to_regclass($1) AND NOT attisdropped
+          AND attname IN ('state', 'claim_token', 'expires_at')) = 3
+   AND to_regclass($2) IS NOT NULL";
+
+/// Serialises concurrent `migrate()` calls (several replicas starting at once): `CREATE TABLE
+/// IF NOT EXISTS` alone can fail when two sessions race.
+const MIGRATION_LOCK: &str = "SELECT pg_advisory_xact_lock(7310575268310339689)";
+
+impl Dialect for Postgres {
+    type Database = sqlx::Postgres;
+    const MAX_CONNECTIONS: u32 = 16;
+    const STATEMENTS: Statements = Statements {
+        // Lowers `synchronous_commit` for the statement's own (implicit) transaction only.
+        asynchronous_commit: "set_config('synchronous_commit', 'off', true)",
+        claim: CLAIM,
+        renew: RENEW,
+        complete: COMPLETE,
+        release: RELEASE,
+        state: STATE,
+    };
+    const SCHEMA: &'static str = include_str!("../../migrations/postgres.sql");
+    const READS_STATE_OF_A_DUPLICATE: bool = false;
+
+    fn is_conflict(error: &dyn DatabaseError) -> bool {
+        // serialization_failure, deadlock_detected
+        matches!(error.code().as_deref(), Some("40001" | "40P01"))
+    }
+
+    async fn migrate(store: &SqlStore<Self>) -> Result<(), Error> {
+        let table = store.table();
+        let up_to_date = sqlx::query_scalar::<_, bool>(UP_TO_DATE)
+            .bind(table.as_str())
+            .bind(table.index_name())
+            .fetch_one(store.pool())
+            .await?;
+        if up_to_date {
+            return Ok(());
+        }
+        let mut transaction = store.pool().begin().await?;
+        transaction.execute(MIGRATION_LOCK).await?;
+        // "already exists, skipping" notices are the normal case: keep them out of the logs.
+        transaction
+            .execute("SET LOCAL client_min_messages = warning")
+            .await?;
+        transaction
+            .execute(sqlx::raw_sql(AssertSqlSafe(store.schema())))
+            .await?;
+        transaction.commit().await?;
+        Ok(())
+    }
+
+    async fn purge(store: &SqlStore<Self>, retention: Duration) -> Result<u64, Error> {
+        let result = sqlx::query(AssertSqlSafe(store.table().sql(PURGE)))
+            .bind(micros(retention))
+            .execute(store.pool())
+            .await?;
+        Ok(result.rows_affected())
+    }
+}
+
+/// [`PostgresStore`](crate::PostgresStore)'s own constructor and settings.
+impl SqlStore<Postgres> {
+    /// Connects to `url` (`postgres://user:password@host:port/database`) with a pool of at most
+    /// [`MAX_CONNECTIONS`](Self::MAX_CONNECTIONS) connections and an acquire (and connect)
+    /// timeout of [`ACQUIRE_TIMEOUT`](Self::ACQUIRE_TIMEOUT), and opens one connection to check
+    /// the URL.
+    ///
+    /// TLS: enable one of sqlx's `tls-*` features in your own `sqlx` dependency (at this
+    /// crate's version) and add `sslmode=require` to the URL.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Database`] if the URL is invalid or the database cannot be reached.
+    pub async fn connect(url: &str) -> Result<Self, Error> {
+        let options: PgConnectOptions = url.parse()?;
+        let pool: PgPool = PgPoolOptions::new()
+            .max_connections(Self::MAX_CONNECTIONS)
+            .acquire_timeout(Self::ACQUIRE_TIMEOUT)
+            .connect_with(options)
+            .await?;
+        Ok(Self::new(pool))
+    }
+
+    /// Whether claims and renewals wait for the database to flush them to disk (`true`), like
+    /// completions always do, or are committed asynchronously (`false`, the default).
+    ///
+    /// By default the claim, renew and release statements set `synchronous_commit = off` for
+    /// their own transaction only (`set_config(…, true)` in the statement: still one round
+    /// trip). They are visible to every other session at once, exactly as usual, so concurrent
+    /// deliveries are deduplicated the same way; only a crash *of the database server* can
+    /// lose the last fraction of a second of them.
+    #[must_use]
+    pub fn with_synchronous_claims(self, synchronous: bool) -> Self {
+        self.set_synchronous_claims(synchronous)
+    }
+}

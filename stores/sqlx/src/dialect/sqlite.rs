@@ -1,0 +1,228 @@
+//! SQLite: [`SqliteStore`](crate::SqliteStore).
+
+use std::{str::FromStr, time::Duration};
+
+use sqlx::{
+    AssertSqlSafe, Executor,
+    error::DatabaseError,
+    sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous},
+};
+
+use super::{Dialect, Statements, micros, sealed::Sealed};
+use crate::{Error, SqlStore};
+
+/// The SQLite dialect (feature `sqlite`): [`SqliteStore`](crate::SqliteStore).
+#[derive(Debug, Clone, Copy)]
+pub struct Sqlite;
+
+impl Sealed for Sqlite {}
+
+/// SQLite's current time in Unix milliseconds (`'now'` is the same for a whole statement).
+macro_rules! now {
+    () => {
+        "CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)"
+    };
+}
+
+/// The columns and values of a fresh record; `?4` is its span in microseconds.
+macro_rules! record {
+    ($state:literal) => {
+        concat!(
+            "INSERT INTO {table} AS e (event_id, event_type, processed_at, state, claim_token, expires_at)\n",
+            "VALUES (?1, ?2, strftime('%Y-%m-%d %H:%M:%f', 'now'), '", $state, "', ?3, ",
+            now!(), " + ?4 / 1000)\n"
+        )
+    };
+}
+
+/// Claim: insert the claim, or take over a row whose lease (or retention) has expired. A row
+/// comes back only when the claim acquired the event; otherwise the store reads the state to
+/// tell completed from in flight.
+const CLAIM: &str = concat!(
+    record!("in_flight"),
+    "ON CONFLICT (event_id) DO UPDATE SET
+    event_type = excluded.event_type,
+    processed_at = excluded.processed_at,
+    state = 'in_flight',
+    claim_token = excluded.claim_token,
+    expires_at = excluded.expires_at
+WHERE e.expires_at <= ",
+    now!(),
+    "
+RETURNING 'acquired'"
+);
+
+/// Renew in one statement: extend the token's live claim, or record it again when the event has
+/// no live record. A live completion by the token is rewritten unchanged (the row comes back:
+/// `true`); another owner's live record is left alone (no row: `false`). SQLite evaluates
+/// every `SET` expression on the row as it was.
+const RENEW: &str = concat!(
+    record!("in_flight"),
+    "ON CONFLICT (event_id) DO UPDATE SET
+    event_type = CASE WHEN e.expires_at <= ",
+    now!(),
+    " THEN excluded.event_type ELSE e.event_type END,
+    processed_at = CASE WHEN e.expires_at <= ",
+    now!(),
+    " THEN excluded.processed_at ELSE e.processed_at END,
+    state = CASE WHEN e.expires_at <= ",
+    now!(),
+    " THEN 'in_flight' ELSE e.state END,
+    claim_token = excluded.claim_token,
+    expires_at = CASE WHEN e.state = 'completed' AND e.expires_at > ",
+    now!(),
+    "
+                      THEN e.expires_at ELSE excluded.expires_at END
+WHERE e.claim_token = ?3 OR e.expires_at <= ",
+    now!(),
+    "
+RETURNING claim_token"
+);
+
+/// Complete in one statement: record the event as completed by the token unless another owner
+/// holds or completed it (a live record with another token). A live record of the token keeps
+/// its `processed_at` (and so its index entry).
+const COMPLETE: &str = concat!(
+    record!("completed"),
+    "ON CONFLICT (event_id) DO UPDATE SET
+    event_type = CASE WHEN e.expires_at <= ",
+    now!(),
+    " THEN excluded.event_type ELSE e.event_type END,
+    processed_at = CASE WHEN e.expires_at <= ",
+    now!(),
+    " THEN excluded.processed_at ELSE e.processed_at END,
+    state = 'completed',
+    claim_token = excluded.claim_token,
+    expires_at = excluded.expires_at
+WHERE e.claim_token = ?3 OR e.expires_at <= ",
+    now!(),
+    "
+RETURNING claim_token"
+);
+
+const RELEASE: &str = concat!(
+    "DELETE FROM {table}
+WHERE event_id = ?1 AND state = 'in_flight' AND claim_token = ?2 AND expires_at > ",
+    now!(),
+    "
+RETURNING claim_token"
+);
+
+const STATE: &str = "SELECT state FROM {table} WHERE event_id = ?1";
+
+/// Every row claimed more than the retention ago, but a live claim; through the
+/// `processed_at` index.
+const PURGE: &str = concat!(
+    "DELETE FROM {table}
+WHERE processed_at < strftime('%Y-%m-%d %H:%M:%f', 'now', ?1)
+  AND (state = 'completed' OR expires_at <= ",
+    now!(),
+    ")"
+);
+
+impl Dialect for Sqlite {
+    type Database = sqlx::Sqlite;
+    const MAX_CONNECTIONS: u32 = 8;
+    const STATEMENTS: Statements = Statements {
+        asynchronous_commit: "NULL",
+        claim: CLAIM,
+        renew: RENEW,
+        complete: COMPLETE,
+        release: RELEASE,
+        state: STATE,
+    };
+    const SCHEMA: &'static str = include_str!("../../migrations/sqlite.sql");
+    const READS_STATE_OF_A_DUPLICATE: bool = true;
+
+    fn is_conflict(_error: &dyn DatabaseError) -> bool {
+        // SQLite runs one writer at a time: transactions never conflict, they wait (busy
+        // timeout).
+        false
+    }
+
+    async fn migrate(store: &SqlStore<Self>) -> Result<(), Error> {
+        // Persistent in the file; a no-op when it is WAL already, "memory" for `:memory:`.
+        // It needs a moment without other writers: when that fails the schema is still
+        // created, and the connections' busy timeout keeps the rollback journal usable.
+        if let Err(error) = store.pool().execute("PRAGMA journal_mode = WAL").await {
+            tracing::warn!(%error, "could not switch the SQLite database to WAL mode");
+        }
+        store
+            .pool()
+            .execute(sqlx::raw_sql(AssertSqlSafe(store.schema())))
+            .await?;
+        Ok(())
+    }
+
+    async fn purge(store: &SqlStore<Self>, retention: Duration) -> Result<u64, Error> {
+        let micros = micros(retention);
+        let age = format!("-{}.{:06} seconds", micros / 1_000_000, micros % 1_000_000);
+        let result = sqlx::query(AssertSqlSafe(store.table().sql(PURGE)))
+            .bind(age)
+            .execute(store.pool())
+            .await?;
+        Ok(result.rows_affected())
+    }
+}
+
+/// [`SqliteStore`](crate::SqliteStore)'s own constructors.
+impl SqlStore<Sqlite> {
+    /// How long [`connect`](Self::connect)'s connections wait for another writer.
+    pub const BUSY_TIMEOUT: Duration = Duration::from_secs(3);
+
+    /// Opens the database at `url` (`sqlite://path/to/file.db`, `sqlite:file.db?mode=rwc`;
+    /// `sqlite::memory:` for tests) with [`connect_options`](Self::connect_options), over a
+    /// pool of at most [`MAX_CONNECTIONS`](Self::MAX_CONNECTIONS) connections with an acquire
+    /// timeout of [`ACQUIRE_TIMEOUT`](Self::ACQUIRE_TIMEOUT).
+    ///
+    /// ```
+    /// use sangho_webhook::store::{Claim, ClaimToken, IdempotencyStore};
+    /// use sangho_webhook_sqlx::SqliteStore;
+    /// use std::time::Duration;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let dir = tempfile::tempdir()?;
+    /// # let url = format!("sqlite://{}", dir.path().join("webhooks.db").display());
+    /// let store = SqliteStore::connect(&url).await?;
+    /// store.migrate().await?;
+    /// let token = ClaimToken::generate();
+    /// let claim = store.claim("evt_1", "charge.succeeded", &token, Duration::from_secs(30)).await?;
+    /// assert_eq!(claim, Claim::Acquired);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Database`] if the URL is invalid or the file cannot be opened.
+    pub async fn connect(url: &str) -> Result<Self, Error> {
+        let pool = SqlitePoolOptions::new()
+            .max_connections(Self::MAX_CONNECTIONS)
+            .acquire_timeout(Self::ACQUIRE_TIMEOUT)
+            .connect_with(Self::connect_options(url)?)
+            .await?;
+        Ok(Self::new(pool))
+    }
+
+    /// The connection options [`connect`](Self::connect) uses, for a pool of your own: the
+    /// database at `url`, created if missing, in WAL mode, with a busy timeout of
+    /// [`BUSY_TIMEOUT`](Self::BUSY_TIMEOUT) and `synchronous = NORMAL`.
+    ///
+    /// `NORMAL` is SQLite's recommended setting in WAL mode: a commit survives a crash of the
+    /// application, and only a power loss or an operating-system crash can undo the last
+    /// commits (the database stays consistent). Here that means at worst an event processed
+    /// again on redelivery. Set [`SqliteSynchronous::Full`](sqlx::sqlite::SqliteSynchronous)
+    /// on the returned options to flush every commit to disk instead (about half the
+    /// throughput).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Database`] if the URL is invalid.
+    pub fn connect_options(url: &str) -> Result<SqliteConnectOptions, Error> {
+        Ok(SqliteConnectOptions::from_str(url)?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .busy_timeout(Self::BUSY_TIMEOUT))
+    }
+}

@@ -1,0 +1,319 @@
+//! [`SqlStore`]: the idempotency store over a SQL database, written once for every dialect.
+
+use std::{fmt, sync::Arc, time::Duration};
+
+use async_trait::async_trait;
+use sangho_webhook::store::{Claim, ClaimToken, IdempotencyStore, StoreError};
+use sqlx::Pool;
+
+use crate::{
+    Error, PurgeTask, TableName,
+    dialect::{Bind, Dialect, Driver, micros},
+    error::store_error,
+    purge::Purge,
+};
+
+/// The idempotency store over a SQL database: [`PostgresStore`](crate::PostgresStore),
+/// [`SqliteStore`](crate::SqliteStore) or [`MariaDbStore`](crate::MariaDbStore), one engine
+/// whose [`Dialect`] supplies the SQL.
+///
+/// The table (default `processed_webhook_events`, see [`TableName`]) keeps the provider's
+/// documented columns and adds three; create it with [`migrate`](Self::migrate) or the
+/// crate's `migrations/` scripts:
+///
+/// | column | meaning |
+/// | --- | --- |
+/// | `event_id`, `event_type` | the event (primary key, and its type for operators) |
+/// | `processed_at` | when the event was last claimed: the arrival of the delivery that processed it |
+/// | `state` | `in_flight` or `completed` |
+/// | `claim_token` | the owner of the record (kept once completed: a repeated completion by the same owner succeeds) |
+/// | `expires_at` | in flight: the end of the lease; completed: the end of the retention |
+///
+/// A record whose `expires_at` has passed counts as no record at all. Each operation is one
+/// statement:
+///
+/// - **claim**: `INSERT … ON CONFLICT (event_id) DO UPDATE … <only if the row's expiry has
+///   passed> RETURNING …`: atomic and race-free, among any number of concurrent claims of one
+///   event, across every server sharing the database, exactly one is acquired. (SQLite reads
+///   the state of a duplicate with a second statement.)
+/// - **renew**: the same upsert, taken only when the row is the token's or no longer live: it
+///   extends the token's lease, or records its claim again.
+/// - **complete**: the same upsert, recording the event as completed by the token unless
+///   another owner's record is live: so a completion succeeds even after the token's own lease
+///   ran out, when nobody took the event over.
+/// - **release**: a `DELETE` of the token's live claim.
+///
+/// Every time is the database's clock, read once per statement: the clocks of the servers
+/// play no part.
+pub struct SqlStore<D: Dialect> {
+    pool: Pool<D::Database>,
+    table: TableName,
+    synchronous_claims: bool,
+    queries: Arc<Queries>,
+}
+
+/// A store's statements, prepared once for its table and settings.
+#[derive(Debug)]
+struct Queries {
+    claim: Arc<str>,
+    renew: Arc<str>,
+    complete: Arc<str>,
+    release: Arc<str>,
+    state: Arc<str>,
+}
+
+impl Queries {
+    fn new<D: Dialect>(table: &TableName, synchronous_claims: bool) -> Self {
+        let statements = D::STATEMENTS;
+        let commit = if synchronous_claims {
+            "NULL"
+        } else {
+            statements.asynchronous_commit
+        };
+        let sql = |template: &str| table.sql(&template.replace("{commit}", commit));
+        Self {
+            claim: sql(statements.claim),
+            renew: sql(statements.renew),
+            complete: sql(statements.complete),
+            release: sql(statements.release),
+            state: sql(statements.state),
+        }
+    }
+}
+
+impl<D: Dialect> Clone for SqlStore<D> {
+    fn clone(&self) -> Self {
+        Self {
+            pool: self.pool.clone(),
+            table: self.table.clone(),
+            synchronous_claims: self.synchronous_claims,
+            queries: self.queries.clone(),
+        }
+    }
+}
+
+impl<D: Dialect> fmt::Debug for SqlStore<D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqlStore")
+            .field("database", &<D::Database as sqlx::Database>::NAME)
+            .field("table", &self.table)
+            .field("synchronous_claims", &self.synchronous_claims)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<D: Dialect> SqlStore<D> {
+    /// How long the pool of the store's `connect` waits for a connection before an operation
+    /// fails (with [`StoreError::Timeout`]): shorter than the layer's default store timeout.
+    pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
+
+    /// How many connections the pool of the store's `connect` opens at most.
+    pub const MAX_CONNECTIONS: u32 = D::MAX_CONNECTIONS;
+
+    /// A store over `pool`, on the default table `processed_webhook_events`.
+    ///
+    /// Build the pool with this crate's re-exported [`sqlx`](crate::sqlx), and give it an
+    /// [`acquire_timeout`](sqlx::pool::PoolOptions::acquire_timeout) shorter than the layer's
+    /// store timeout, so that an unreachable database surfaces as a store error. The store
+    /// leaves the pool's session settings as they are.
+    pub fn new(pool: Pool<D::Database>) -> Self {
+        Self::with_settings(pool, TableName::default(), false)
+    }
+
+    pub(crate) fn with_settings(
+        pool: Pool<D::Database>,
+        table: TableName,
+        synchronous_claims: bool,
+    ) -> Self {
+        Self {
+            queries: Arc::new(Queries::new::<D>(&table, synchronous_claims)),
+            pool,
+            table,
+            synchronous_claims,
+        }
+    }
+
+    /// Uses the table `name` instead of `processed_webhook_events`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidTableName`] if `name` is not a plain identifier (see [`TableName`]).
+    pub fn with_table_name(self, name: impl Into<String>) -> Result<Self, Error> {
+        Ok(self.with_table(TableName::new(name)?))
+    }
+
+    /// Uses the (already checked) table `table`.
+    #[must_use]
+    pub fn with_table(self, table: TableName) -> Self {
+        Self::with_settings(self.pool, table, self.synchronous_claims)
+    }
+
+    pub(crate) fn set_synchronous_claims(self, synchronous: bool) -> Self {
+        Self::with_settings(self.pool, self.table, synchronous)
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &Pool<D::Database> {
+        &self.pool
+    }
+
+    /// The table.
+    pub fn table(&self) -> &TableName {
+        &self.table
+    }
+
+    /// The migration script for this store's table: the crate's `migrations/` script of its
+    /// database, with the table and index names substituted. Run it with your own migration
+    /// tool if you prefer.
+    pub fn schema(&self) -> String {
+        self.table.schema(D::SCHEMA)
+    }
+
+    /// Creates the table and its index if they are missing, or upgrades a table of the
+    /// provider's schema. Safe to call on every start, from several replicas at once.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Database`] if the database refuses (e.g. no `CREATE` privilege).
+    pub async fn migrate(&self) -> Result<(), Error> {
+        D::migrate(self).await
+    }
+
+    /// Deletes the rows claimed more than `retention` ago, except a claim whose lease still
+    /// runs: the completed events past the retention, and the abandoned claims (their owner is
+    /// gone) once they are that old. Answers how many rows it deleted.
+    ///
+    /// An abandoned claim younger than the retention stays until then: it is harmless, the
+    /// next delivery of its event takes it over. Pass at least the provider's redelivery
+    /// window (48 hours) as the retention; the layer's default is 72 hours. The plain SQL for
+    /// cron is in each store's docs.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Database`] if a statement fails.
+    pub async fn purge(&self, retention: Duration) -> Result<u64, Error> {
+        D::purge(self, retention).await
+    }
+
+    /// Runs [`purge`](Self::purge)`(retention)` now and then every `period` on a background task
+    /// until the returned [`PurgeTask`] is stopped or dropped.
+    ///
+    /// # Panics
+    ///
+    /// If called outside a Tokio runtime.
+    pub fn spawn_purge(&self, retention: Duration, period: Duration) -> PurgeTask {
+        PurgeTask::spawn(self.clone(), retention, period)
+    }
+
+    fn error(&self, error: sqlx::Error) -> StoreError {
+        store_error(error, self.pool.options().get_acquire_timeout())
+    }
+
+    /// Runs one of the store's statements: its text answer, if any.
+    async fn fetch(
+        &self,
+        sql: &Arc<str>,
+        binds: &[Bind<'_>],
+    ) -> Result<Option<String>, sqlx::Error> {
+        D::Database::fetch_text(&self.pool, sql, binds).await
+    }
+
+    /// Runs an owner-answering statement (renew, complete, release): whether the row is now,
+    /// or was, `token`'s.
+    async fn owned(
+        &self,
+        sql: &Arc<str>,
+        binds: &[Bind<'_>],
+        token: &ClaimToken,
+    ) -> Result<bool, StoreError> {
+        let owner = self
+            .fetch(sql, binds)
+            .await
+            .map_err(|error| self.error(error))?;
+        Ok(owner.as_deref() == Some(token.as_str()))
+    }
+}
+
+impl<D: Dialect> Purge for SqlStore<D> {
+    async fn purge(&self, retention: Duration) -> Result<u64, Error> {
+        SqlStore::purge(self, retention).await
+    }
+}
+
+#[async_trait]
+impl<D: Dialect> IdempotencyStore for SqlStore<D> {
+    async fn claim(
+        &self,
+        event_id: &str,
+        event_type: &str,
+        token: &ClaimToken,
+        lease: Duration,
+    ) -> Result<Claim, StoreError> {
+        let binds = [
+            Bind::Text(event_id),
+            Bind::Text(event_type),
+            Bind::Text(token.as_str()),
+            Bind::Int(micros(lease)),
+        ];
+        let answer = match self.fetch(&self.queries.claim, &binds).await {
+            Ok(Some(answer)) => answer,
+            Ok(None) if D::READS_STATE_OF_A_DUPLICATE => {
+                // A live record: completed, or another claim in flight. Gone since (released,
+                // purged): it was in flight when the claim ran.
+                self.fetch(&self.queries.state, &binds[..1])
+                    .await
+                    .map_err(|error| self.error(error))?
+                    .unwrap_or_else(|| "in_flight".to_owned())
+            }
+            Ok(None) => "in_flight".to_owned(),
+            Err(error) => return Err(self.error(error)),
+        };
+        match answer.as_str() {
+            "acquired" => Ok(Claim::Acquired),
+            owner if owner == token.as_str() => Ok(Claim::Acquired),
+            "completed" => Ok(Claim::Completed),
+            "in_flight" => Ok(Claim::InFlight),
+            owner if owner.len() == token.as_str().len() => Ok(Claim::InFlight),
+            other => Err(StoreError::Protocol(format!(
+                "unexpected claim answer {other:?}"
+            ))),
+        }
+    }
+
+    async fn renew(
+        &self,
+        event_id: &str,
+        event_type: &str,
+        token: &ClaimToken,
+        lease: Duration,
+    ) -> Result<bool, StoreError> {
+        let binds = [
+            Bind::Text(event_id),
+            Bind::Text(event_type),
+            Bind::Text(token.as_str()),
+            Bind::Int(micros(lease)),
+        ];
+        self.owned(&self.queries.renew, &binds, token).await
+    }
+
+    async fn complete(
+        &self,
+        event_id: &str,
+        event_type: &str,
+        token: &ClaimToken,
+        retention: Duration,
+    ) -> Result<bool, StoreError> {
+        let binds = [
+            Bind::Text(event_id),
+            Bind::Text(event_type),
+            Bind::Text(token.as_str()),
+            Bind::Int(micros(retention)),
+        ];
+        self.owned(&self.queries.complete, &binds, token).await
+    }
+
+    async fn release(&self, event_id: &str, token: &ClaimToken) -> Result<bool, StoreError> {
+        let binds = [Bind::Text(event_id), Bind::Text(token.as_str())];
+        self.owned(&self.queries.release, &binds, token).await
+    }
+}
