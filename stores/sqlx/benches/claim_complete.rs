@@ -260,10 +260,10 @@ fn postgres(c: &mut Criterion, runtime: &Runtime) {
             .expect("the provider's table");
     });
 
-    let durable = store.clone().with_synchronous_claims(true);
+    let asynchronous = store.clone().with_asynchronous_claims(true);
     let stores = vec![
         ("store_claim_then_complete", store),
-        ("store_with_synchronous_claims", durable),
+        ("store_with_asynchronous_claims", asynchronous),
     ];
     compare(c, runtime, "postgres", stores, pool.clone(), &raw_table);
 

@@ -70,13 +70,14 @@ impl Queries {
         } else {
             statements.asynchronous_commit
         };
-        let sql = |template: &str| table.sql(&template.replace("{commit}", commit));
+        let sql = |template: &str, commit: &str| table.sql(&template.replace("{commit}", commit));
         Self {
-            claim: sql(statements.claim),
-            renew: sql(statements.renew),
-            complete: sql(statements.complete),
-            release: sql(statements.release),
-            state: sql(statements.state),
+            claim: sql(statements.claim, commit),
+            renew: sql(statements.renew, commit),
+            complete: sql(statements.complete, commit),
+            // Losing a release only delays the next delivery by a lease: never worth a flush.
+            release: sql(statements.release, statements.asynchronous_commit),
+            state: sql(statements.state, commit),
         }
     }
 }
@@ -117,7 +118,7 @@ impl<D: Dialect> SqlStore<D> {
     /// store timeout, so that an unreachable database surfaces as a store error. The store
     /// leaves the pool's session settings as they are.
     pub fn new(pool: Pool<D::Database>) -> Self {
-        Self::with_settings(pool, TableName::default(), false)
+        Self::with_settings(pool, TableName::default(), true)
     }
 
     pub(crate) fn with_settings(
@@ -266,6 +267,13 @@ impl<D: Dialect> IdempotencyStore for SqlStore<D> {
                     .unwrap_or_else(|| "in_flight".to_owned())
             }
             Ok(None) => "in_flight".to_owned(),
+            // The database aborted the claim to resolve a conflict with a concurrent one (a
+            // serialization failure under a stricter isolation level than READ COMMITTED, or
+            // a deadlock): another delivery is claiming the event right now.
+            Err(sqlx::Error::Database(error)) if D::is_conflict(&*error) => {
+                tracing::debug!(event_id, %error, "a concurrent claim won the row");
+                return Ok(Claim::InFlight);
+            }
             Err(error) => return Err(self.error(error)),
         };
         match answer.as_str() {

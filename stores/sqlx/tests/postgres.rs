@@ -8,7 +8,7 @@
 
 mod common;
 
-use std::{net::SocketAddr, sync::Arc, time::Duration};
+use std::{net::SocketAddr, str::FromStr, sync::Arc, time::Duration};
 
 use axum::Router;
 use bytes::Bytes;
@@ -17,12 +17,15 @@ use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper_util::{client::legacy::Client, rt::TokioExecutor};
 use sangho_webhook::{
-    store::{Claim, IdempotencyStore, StoreError},
+    store::{Claim, StoreError},
     testing::{CountingHandler, Delivery, conformance::unique_event_id, fixtures},
 };
 use sangho_webhook_sqlx::{
     PostgresStore,
-    sqlx::{self, AssertSqlSafe, postgres::PgPoolOptions},
+    sqlx::{
+        self, AssertSqlSafe,
+        postgres::{PgConnectOptions, PgPoolOptions},
+    },
 };
 
 sangho_webhook::idempotency_store_conformance!(
@@ -254,41 +257,58 @@ fn to(server: SocketAddr, request: Request<Full<Bytes>>) -> Request<Full<Bytes>>
     Request::from_parts(parts, body)
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
-async fn asynchronous_claims_leave_the_session_setting_alone() {
-    // One connection: the claim, release and the check share it.
-    let store = postgres_store("commit", 1).await;
-    let (before,): (String,) = sqlx::query_as("SHOW synchronous_commit")
-        .fetch_one(store.pool())
+async fn claims_on_a_repeatable_read_pool_of_your_own_never_fail() {
+    // The table, created over an ordinary pool; the store's own pool defaults every
+    // transaction to REPEATABLE READ, and the store leaves its sessions alone.
+    let table = postgres_store("rr", 1).await;
+    let options = PgConnectOptions::from_str(&common::postgres_url())
+        .unwrap()
+        .options([("default_transaction_isolation", "repeatable read")]);
+    let pool = PgPoolOptions::new()
+        .max_connections(16)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect_with(options)
         .await
         .unwrap();
-    let id = unique_event_id("commit");
-    let token = acquire(&*store, &id, LONG).await;
-    assert!(store.release(&id, &token).await.unwrap());
-    let (after,): (String,) = sqlx::query_as("SHOW synchronous_commit")
-        .fetch_one(store.pool())
+    let (isolation,): (String,) = sqlx::query_as("SHOW transaction_isolation")
+        .fetch_one(&pool)
         .await
         .unwrap();
-    assert_eq!(after, before);
+    assert_eq!(isolation, "repeatable read", "the session is left alone");
+    let store = PostgresStore::new(pool).with_table(table.table().clone());
+    // Several rounds: each is a race of 200 claims for one event through 16 connections.
+    for _ in 0..3 {
+        bodies::two_hundred_concurrent_claims_through_sixteen_connections_acquire_once(
+            store.clone(),
+        )
+        .await;
+    }
 }
 
 #[tokio::test]
 #[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
-async fn synchronous_claims_follow_the_same_rules() {
-    let test_store = postgres_store("sync", 2).await;
-    let store = test_store.store.clone().with_synchronous_claims(true);
-    let id = unique_event_id("sync");
-    let token = acquire(&store, &id, LONG).await;
-    assert_eq!(
-        common::claim(&store, &id, LONG).await.unwrap(),
-        Claim::InFlight
+async fn connect_runs_its_connections_at_read_committed() {
+    // A server whose sessions default to REPEATABLE READ (here through the URL's options).
+    let url = format!(
+        "{}?options=-c%20default_transaction_isolation%3Drepeatable%5C%20read",
+        common::postgres_url()
     );
-    assert!(store.release(&id, &token).await.unwrap());
-    let token = acquire(&store, &id, LONG).await;
-    assert!(common::complete(&store, &id, &token, LONG).await);
-    assert_eq!(
-        common::claim(&store, &id, LONG).await.unwrap(),
-        Claim::Completed
-    );
+    let plain = PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&url)
+        .await
+        .unwrap();
+    let (isolation,): (String,) = sqlx::query_as("SHOW transaction_isolation")
+        .fetch_one(&plain)
+        .await
+        .unwrap();
+    assert_eq!(isolation, "repeatable read");
+    let store = PostgresStore::connect(&url).await.unwrap();
+    let (isolation,): (String,) = sqlx::query_as("SHOW transaction_isolation")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(isolation, "read committed");
 }

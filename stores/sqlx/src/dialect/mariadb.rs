@@ -86,6 +86,9 @@ DELETE FROM {table}
 WHERE processed_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
   AND (state = 'completed' OR expires_at <= UTC_TIMESTAMP(6))";
 
+/// The isolation level of the store's own connections.
+const READ_COMMITTED: &str = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED";
+
 /// Serialises concurrent `migrate()` calls (several replicas starting at once).
 const MIGRATION_LOCK: &str = "SELECT GET_LOCK('sangho_webhook_sqlx_migrate', 30)";
 const MIGRATION_UNLOCK: &str = "SELECT RELEASE_LOCK('sangho_webhook_sqlx_migrate')";
@@ -153,7 +156,15 @@ impl SqlStore<MariaDb> {
     /// Connects to `url` (`mysql://user:password@host:port/database`, or `mariadb://…`) with a
     /// pool of at most [`MAX_CONNECTIONS`](Self::MAX_CONNECTIONS) connections and an acquire
     /// (and connect) timeout of [`ACQUIRE_TIMEOUT`](Self::ACQUIRE_TIMEOUT), and opens one
-    /// connection to check the URL.
+    /// connection to check the URL. Each connection runs at READ COMMITTED (InnoDB's default
+    /// is REPEATABLE READ, whose gap locks make concurrent claims deadlock more often).
+    ///
+    /// On a pool of your own ([`new`](SqlStore::new)) the store leaves the session alone; a
+    /// claim that InnoDB aborts on a deadlock (error 1213) or a lock wait timeout (1205) lost a
+    /// race for the event and is answered as in flight (409), never as a store failure.
+    ///
+    /// Durability is the server's: with InnoDB's default `innodb_flush_log_at_trx_commit = 1`
+    /// every claim, renewal and completion is flushed to disk before it answers.
     ///
     /// # Errors
     ///
@@ -163,6 +174,12 @@ impl SqlStore<MariaDb> {
         let pool = MySqlPoolOptions::new()
             .max_connections(Self::MAX_CONNECTIONS)
             .acquire_timeout(Self::ACQUIRE_TIMEOUT)
+            .after_connect(|connection, _| {
+                Box::pin(async move {
+                    connection.execute(READ_COMMITTED).await?;
+                    Ok(())
+                })
+            })
             .connect_with(options)
             .await?;
         Ok(Self::new(pool))

@@ -113,6 +113,10 @@ SELECT (SELECT count(*) FROM pg_attribute
           AND attname IN ('state', 'claim_token', 'expires_at')) = 3
    AND to_regclass($2) IS NOT NULL";
 
+/// The isolation level of the store's own connections.
+const READ_COMMITTED: &str =
+    "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED";
+
 /// Serialises concurrent `migrate()` calls (several replicas starting at once): `CREATE TABLE
 /// IF NOT EXISTS` alone can fail when two sessions race.
 const MIGRATION_LOCK: &str = "SELECT pg_advisory_xact_lock(7310575268310339689)";
@@ -174,7 +178,14 @@ impl SqlStore<Postgres> {
     /// Connects to `url` (`postgres://user:password@host:port/database`) with a pool of at most
     /// [`MAX_CONNECTIONS`](Self::MAX_CONNECTIONS) connections and an acquire (and connect)
     /// timeout of [`ACQUIRE_TIMEOUT`](Self::ACQUIRE_TIMEOUT), and opens one connection to check
-    /// the URL.
+    /// the URL. Each connection runs at READ COMMITTED, whatever the database's or the role's
+    /// `default_transaction_isolation`: the isolation the statements are written for, under
+    /// which concurrent claims wait for each other instead of failing.
+    ///
+    /// On a pool of your own ([`new`](SqlStore::new)) the store leaves the session alone; a
+    /// claim that a stricter isolation level aborts (a serialization failure, SQLSTATE 40001,
+    /// or a deadlock, 40P01) lost a race for the event and is answered as in flight (409), never
+    /// as a store failure.
     ///
     /// TLS: enable one of sqlx's `tls-*` features in your own `sqlx` dependency (at this
     /// crate's version) and add `sslmode=require` to the URL.
@@ -187,21 +198,37 @@ impl SqlStore<Postgres> {
         let pool: PgPool = PgPoolOptions::new()
             .max_connections(Self::MAX_CONNECTIONS)
             .acquire_timeout(Self::ACQUIRE_TIMEOUT)
+            .after_connect(|connection, _| {
+                Box::pin(async move {
+                    connection.execute(READ_COMMITTED).await?;
+                    Ok(())
+                })
+            })
             .connect_with(options)
             .await?;
         Ok(Self::new(pool))
     }
 
-    /// Whether claims and renewals wait for the database to flush them to disk (`true`), like
-    /// completions always do, or are committed asynchronously (`false`, the default).
+    /// Whether claims and renewals are committed asynchronously (`true`) instead of durably
+    /// (`false`, the default).
     ///
-    /// By default the claim, renew and release statements set `synchronous_commit = off` for
-    /// their own transaction only (`set_config(…, true)` in the statement: still one round
-    /// trip). They are visible to every other session at once, exactly as usual, so concurrent
-    /// deliveries are deduplicated the same way; only a crash *of the database server* can
-    /// lose the last fraction of a second of them.
+    /// By default claims, renewals and completions are committed with the session's
+    /// `synchronous_commit` (`on` unless you changed it): each waits until the database has
+    /// flushed it to disk. Releases are always committed asynchronously: losing one only makes
+    /// the next delivery wait for the lease.
+    ///
+    /// With asynchronous claims, the claim and renew statements set `synchronous_commit = off`
+    /// for their own transaction only (`set_config(…, true)` in the statement: still one round
+    /// trip), which saves one disk flush per event. They are visible to every other session at
+    /// once, so concurrent deliveries are deduplicated as usual; but a crash *of the database
+    /// server* (power loss, kill -9 or an out-of-memory kill of any backend, which restarts
+    /// them all) loses the claims and renewals of the last moments before it: up to three
+    /// times `wal_writer_delay` (200 ms by default). A handler running under a lost claim
+    /// keeps running while the next delivery of the event can acquire it again, so **the event
+    /// can be processed twice**. Opt in only where a rare double after a database crash is
+    /// acceptable.
     #[must_use]
-    pub fn with_synchronous_claims(self, synchronous: bool) -> Self {
-        self.set_synchronous_claims(synchronous)
+    pub fn with_asynchronous_claims(self, asynchronous: bool) -> Self {
+        self.set_synchronous_claims(!asynchronous)
     }
 }

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod bodies;
+pub mod private_postgres;
 
 use std::{collections::BTreeSet, ops::Deref, time::Duration};
 
