@@ -26,6 +26,28 @@ pub enum Error {
         /// The rejected name.
         name: String,
     },
+    /// [`migrate`](crate::SqlStore::migrate) found a table of that name without columns it
+    /// cannot add: it is not an idempotency table (the provider's documented schema has
+    /// `event_id` and `event_type`), and the store leaves it alone.
+    #[error(
+        "table {table} cannot be used to record webhook events: it has no column {}",
+        missing.join(", no column ")
+    )]
+    IncompatibleTable {
+        /// The table.
+        table: String,
+        /// The columns it lacks.
+        missing: Vec<String>,
+    },
+    /// [`migrate`](crate::SqlStore::migrate) waited for another migration (another replica
+    /// starting) for longer than it allows; nothing was changed. Try again.
+    #[error("another migration of table {table} held the migration lock for {waited:?}")]
+    MigrationLocked {
+        /// The table.
+        table: String,
+        /// How long it waited.
+        waited: Duration,
+    },
     /// The database reported an error (kept as the source).
     #[error("database error")]
     Database(#[from] sqlx::Error),

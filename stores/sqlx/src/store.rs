@@ -49,6 +49,7 @@ pub struct SqlStore<D: Dialect> {
     pool: Pool<D::Database>,
     table: TableName,
     synchronous_claims: bool,
+    adopted_retention: Duration,
     queries: Arc<Queries>,
 }
 
@@ -88,6 +89,7 @@ impl<D: Dialect> Clone for SqlStore<D> {
             pool: self.pool.clone(),
             table: self.table.clone(),
             synchronous_claims: self.synchronous_claims,
+            adopted_retention: self.adopted_retention,
             queries: self.queries.clone(),
         }
     }
@@ -99,6 +101,7 @@ impl<D: Dialect> fmt::Debug for SqlStore<D> {
             .field("database", &<D::Database as sqlx::Database>::NAME)
             .field("table", &self.table)
             .field("synchronous_claims", &self.synchronous_claims)
+            .field("adopted_retention", &self.adopted_retention)
             .finish_non_exhaustive()
     }
 }
@@ -110,6 +113,10 @@ impl<D: Dialect> SqlStore<D> {
 
     /// How many connections the pool of the store's `connect` opens at most.
     pub const MAX_CONNECTIONS: u32 = D::MAX_CONNECTIONS;
+
+    /// The default [adopted retention](Self::with_adopted_retention): 72 hours, the layer's
+    /// default retention.
+    pub const ADOPTED_RETENTION: Duration = Duration::from_secs(72 * 3600);
 
     /// A store over `pool`, on the default table `processed_webhook_events`.
     ///
@@ -131,7 +138,25 @@ impl<D: Dialect> SqlStore<D> {
             pool,
             table,
             synchronous_claims,
+            adopted_retention: Self::ADOPTED_RETENTION,
         }
+    }
+
+    /// How long the rows of an adopted table count as completed: [`migrate`](Self::migrate)
+    /// upgrades a table of the provider's documented schema (`event_id`, `event_type`,
+    /// `processed_at`) in place, and each row already in it counts as a completed event until
+    /// its `processed_at` (or, without one, the time of the upgrade) plus this. Set it to the
+    /// layer's retention; the default is [`ADOPTED_RETENTION`](Self::ADOPTED_RETENTION).
+    #[must_use]
+    pub fn with_adopted_retention(self, retention: Duration) -> Self {
+        Self {
+            adopted_retention: retention,
+            ..self
+        }
+    }
+
+    pub(crate) fn adopted_retention(&self) -> Duration {
+        self.adopted_retention
     }
 
     /// Uses the table `name` instead of `processed_webhook_events`.
@@ -146,11 +171,19 @@ impl<D: Dialect> SqlStore<D> {
     /// Uses the (already checked) table `table`.
     #[must_use]
     pub fn with_table(self, table: TableName) -> Self {
-        Self::with_settings(self.pool, table, self.synchronous_claims)
+        Self {
+            queries: Arc::new(Queries::new::<D>(&table, self.synchronous_claims)),
+            table,
+            ..self
+        }
     }
 
     pub(crate) fn set_synchronous_claims(self, synchronous: bool) -> Self {
-        Self::with_settings(self.pool, self.table, synchronous)
+        Self {
+            queries: Arc::new(Queries::new::<D>(&self.table, synchronous)),
+            synchronous_claims: synchronous,
+            ..self
+        }
     }
 
     /// The pool.
@@ -170,12 +203,22 @@ impl<D: Dialect> SqlStore<D> {
         self.table.schema(D::SCHEMA)
     }
 
-    /// Creates the table and its index if they are missing, or upgrades a table of the
-    /// provider's schema. Safe to call on every start, from several replicas at once.
+    /// Creates the table and its indexes if they are missing, or adopts a table of the
+    /// provider's documented schema: its columns keep their types, the store's columns are
+    /// added, and its rows count as completed events for the
+    /// [adopted retention](Self::with_adopted_retention). A table of that name that lacks
+    /// `event_id` or `event_type` is refused, and left as it is. Safe to call on every start,
+    /// from several replicas at once (they take turns on a lock); once the table is up to date
+    /// it only reads the catalog.
     ///
     /// # Errors
     ///
-    /// [`Error::Database`] if the database refuses (e.g. no `CREATE` privilege).
+    /// - [`Error::IncompatibleTable`] for a table the store cannot use, naming the missing
+    ///   columns;
+    /// - [`Error::MigrationLocked`] when another migration held the lock for too long;
+    /// - [`Error::Database`] if the database refuses (e.g. no `CREATE` privilege, or, on
+    ///   PostgreSQL, the table stayed busy for longer than the upgrade's `lock_timeout` of 2
+    ///   seconds: the upgrade gives up rather than queue the traffic behind it).
     pub async fn migrate(&self) -> Result<(), Error> {
         D::migrate(self).await
     }
@@ -256,7 +299,12 @@ impl<D: Dialect> IdempotencyStore for SqlStore<D> {
             Bind::Text(token.as_str()),
             Bind::Int(micros(lease)),
         ];
-        let answer = match self.fetch(&self.queries.claim, &binds).await {
+        let claim_binds: Vec<Bind<'_>> = D::STATEMENTS
+            .claim_binds
+            .iter()
+            .map(|&bind| binds[bind])
+            .collect();
+        let answer = match self.fetch(&self.queries.claim, &claim_binds).await {
             Ok(Some(answer)) => answer,
             Ok(None) if D::READS_STATE_OF_A_DUPLICATE => {
                 // A live record: completed, or another claim in flight. Gone since (released,

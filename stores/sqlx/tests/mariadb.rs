@@ -10,7 +10,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{LONG, acquire, bodies, mariadb_store, mariadb_store_on};
+use common::{LONG, acquire, bodies, bodies::SqlStore as _, mariadb_store, mariadb_store_on};
 use sangho_webhook_sqlx::{MariaDbStore, sqlx::mysql::MySqlPoolOptions};
 
 sangho_webhook::idempotency_store_conformance!(
@@ -67,4 +67,76 @@ fn unreachable_store() -> MariaDbStore {
 async fn unreachable_database_gets_503_without_calling_the_handler() {
     bodies::claim_fails_within_the_acquire_timeout(&unreachable_store()).await;
     bodies::unavailable_store_gets_503_without_calling_the_handler(unreachable_store()).await;
+}
+
+#[tokio::test]
+#[ignore = "needs MariaDB: run with --features mariadb -- --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn migrate_adopts_a_table_of_the_provider_schema() {
+    let table = bodies::table_named_after_the_default();
+    let _cleanup = common::MariaDbTableGuard(table.clone());
+    let store = mariadb_store_on(&table, 2).await;
+    bodies::migrate_adopts_a_table_of_the_provider_schema(&store).await;
+}
+
+#[tokio::test]
+#[ignore = "needs MariaDB: run with --features mariadb -- --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn migrate_refuses_a_table_without_the_event_columns() {
+    let table = common::unique_table("refuse");
+    let _cleanup = common::MariaDbTableGuard(table.clone());
+    let store = mariadb_store_on(&table, 2).await;
+    bodies::migrate_refuses_a_table_without_the_event_columns(&store).await;
+}
+
+#[tokio::test]
+#[ignore = "needs MariaDB: run with --features mariadb -- --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn migrate_gives_up_while_another_migration_holds_the_lock() {
+    use sangho_webhook_sqlx::sqlx::{self, Connection, mysql::MySqlConnection};
+    let table = common::unique_table("locked");
+    let _cleanup = common::MariaDbTableGuard(table.clone());
+    let store = mariadb_store_on(&table, 2).await;
+    // Another replica's migration, stuck.
+    let mut other = MySqlConnection::connect(&common::mariadb_url())
+        .await
+        .unwrap();
+    let (held,): (i64,) = sqlx::query_as("SELECT GET_LOCK(CONCAT('sangho_migrate_', ?), 0)")
+        .bind(&table)
+        .fetch_one(&mut other)
+        .await
+        .unwrap();
+    assert_eq!(held, 1);
+    let migrated = tokio::time::timeout(Duration::from_secs(20), store.migrate())
+        .await
+        .expect("migrate gives up in bounded time");
+    assert!(
+        matches!(
+            migrated,
+            Err(sangho_webhook_sqlx::Error::MigrationLocked { .. })
+        ),
+        "{migrated:?}"
+    );
+    assert!(
+        store.event_ids_or_none().await.is_none(),
+        "nothing was created"
+    );
+    other.close().await.unwrap();
+    store
+        .migrate()
+        .await
+        .expect("once the lock is free, migrate runs");
+}
+
+#[tokio::test]
+#[ignore = "needs MariaDB: run with --features mariadb -- --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn connect_runs_its_connections_at_read_committed_in_utc() {
+    use sangho_webhook_sqlx::sqlx;
+    let store = MariaDbStore::connect(&common::mariadb_url()).await.unwrap();
+    let (isolation, zone): (String, String) =
+        sqlx::query_as("SELECT @@session.tx_isolation, @@session.time_zone")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+    assert_eq!(
+        (isolation.as_str(), zone.as_str()),
+        ("READ-COMMITTED", "+00:00")
+    );
 }

@@ -12,12 +12,12 @@ use std::{net::SocketAddr, str::FromStr, sync::Arc, time::Duration};
 
 use axum::Router;
 use bytes::Bytes;
-use common::{LONG, TYPE, acquire, bodies, layer, postgres_store, postgres_store_on, secret};
+use common::{TYPE, bodies, layer, postgres_store, postgres_store_on, secret};
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper_util::{client::legacy::Client, rt::TokioExecutor};
 use sangho_webhook::{
-    store::{Claim, StoreError},
+    store::StoreError,
     testing::{CountingHandler, Delivery, conformance::unique_event_id, fixtures},
 };
 use sangho_webhook_sqlx::{
@@ -78,50 +78,87 @@ async fn purge_task_purges_until_stopped() {
 
 #[tokio::test]
 #[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
-async fn migrate_upgrades_a_seed_table_and_keeps_its_events() {
-    let table = common::unique_table("seed");
-    let guard = scopeguard(table.clone());
-    let pool = PgPoolOptions::new()
-        .max_connections(2)
-        .connect(&common::postgres_url())
+async fn migrate_adopts_a_table_of_the_provider_schema() {
+    let table = bodies::table_named_after_the_default();
+    let _guard = scopeguard(table.clone());
+    let store = postgres_store_on(&table, 2).await;
+    bodies::migrate_adopts_a_table_of_the_provider_schema(&store).await;
+}
+
+#[tokio::test]
+#[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+async fn migrate_refuses_a_table_without_the_event_columns() {
+    let table = common::unique_table("refuse");
+    let _guard = scopeguard(table.clone());
+    let store = postgres_store_on(&table, 2).await;
+    bodies::migrate_refuses_a_table_without_the_event_columns(&store).await;
+}
+
+/// Starts a transaction on a connection of its own that holds `lock` on `table` until the
+/// answered connection is dropped.
+async fn hold_lock(table: &str, lock: &str) -> sqlx::PgConnection {
+    use sqlx::Connection;
+    let mut connection = sqlx::PgConnection::connect(&common::postgres_url())
         .await
         .unwrap();
-    // The seed's schema and recipe, verbatim but for the names.
     sqlx::raw_sql(AssertSqlSafe(format!(
-        "CREATE TABLE {table} (
-           event_id     VARCHAR(50)  PRIMARY KEY,
-           event_type   VARCHAR(100) NOT NULL,
-           processed_at TIMESTAMP    DEFAULT NOW()
-         );
-         CREATE INDEX {table}_processed_at_idx ON {table} (processed_at);
-         INSERT INTO {table} (event_id, event_type)
-         VALUES ('evt_seed', 'payment_intent.succeeded') ON CONFLICT (event_id) DO NOTHING;"
+        "BEGIN; LOCK TABLE {table} IN {lock} MODE"
     )))
-    .execute(&pool)
+    .execute(&mut connection)
     .await
     .unwrap();
+    connection
+}
 
-    let store = PostgresStore::new(pool).with_table_name(&table).unwrap();
+#[tokio::test]
+#[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+async fn a_migrated_table_named_after_the_default_is_not_altered_again() {
+    let table = bodies::table_named_after_the_default();
+    let _guard = scopeguard(table.clone());
+    let store = postgres_store_on(&table, 2).await;
     store.migrate().await.unwrap();
-    store.migrate().await.expect("migrate runs again");
-    let (options,): (Vec<String>,) = sqlx::query_as(
-        "SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = to_regclass($1)",
-    )
-    .bind(&table)
-    .fetch_one(store.pool())
+    let (index,): (Option<String>,) = sqlx::query_as("SELECT to_regclass($1)::text")
+        .bind(format!("{table}_processed_at_idx"))
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(index, Some(format!("{table}_processed_at_idx")));
+    // Traffic holds the table: a migration that altered it would have to wait.
+    let _traffic = hold_lock(&table, "ROW EXCLUSIVE").await;
+    tokio::time::timeout(Duration::from_secs(5), store.migrate())
+        .await
+        .expect("an up-to-date table is not altered: migrate takes no lock")
+        .unwrap();
+}
+
+#[tokio::test]
+#[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+async fn the_upgrade_of_a_busy_table_gives_up_after_its_lock_timeout() {
+    let table = common::unique_table("busy");
+    let _guard = scopeguard(table.clone());
+    let store = postgres_store_on(&table, 2).await;
+    sqlx::raw_sql(AssertSqlSafe(
+        <PostgresStore as bodies::SqlStore>::provider_schema(&table),
+    ))
+    .execute(store.pool())
     .await
     .unwrap();
-    assert_eq!(
-        options,
-        vec!["fillfactor=70".to_owned()],
-        "room for HOT completions"
+    let traffic = hold_lock(&table, "ROW EXCLUSIVE").await;
+    let started = std::time::Instant::now();
+    let upgraded = tokio::time::timeout(Duration::from_secs(10), store.migrate())
+        .await
+        .expect("the upgrade gives up instead of queueing every claim behind it");
+    assert!(upgraded.is_err(), "the table stayed busy: {upgraded:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
     );
-    assert_eq!(
-        common::claim(&store, "evt_seed", LONG).await.unwrap(),
-        Claim::Completed
-    );
-    acquire(&store, "evt_new", LONG).await;
-    drop(guard);
+    drop(traffic);
+    store
+        .migrate()
+        .await
+        .expect("once the table is free, the upgrade runs");
 }
 
 #[tokio::test]

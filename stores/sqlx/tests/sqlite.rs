@@ -137,3 +137,20 @@ async fn connect_accepts_the_mode_parameter() {
     acquire(&store, "evt_1", LONG).await;
     assert!(path.exists());
 }
+
+#[tokio::test]
+async fn migrate_adopts_a_table_of_the_provider_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite_store_at(&dir.path().join("adopt.db"), 2)
+        .await
+        .with_table_name(bodies::table_named_after_the_default())
+        .unwrap();
+    bodies::migrate_adopts_a_table_of_the_provider_schema(&store).await;
+}
+
+#[tokio::test]
+async fn migrate_refuses_a_table_without_the_event_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite_store_at(&dir.path().join("refuse.db"), 2).await;
+    bodies::migrate_refuses_a_table_without_the_event_columns(&store).await;
+}

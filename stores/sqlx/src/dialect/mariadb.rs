@@ -8,7 +8,7 @@ use sqlx::{
     mysql::{MySqlConnectOptions, MySqlDatabaseError, MySqlPoolOptions},
 };
 
-use super::{Dialect, Statements, micros, sealed::Sealed};
+use super::{Dialect, Statements, has_store_columns, micros, refuse_unusable, sealed::Sealed};
 use crate::{Error, SqlStore};
 
 /// The MariaDB dialect (feature `mariadb`, MariaDB 10.5 or later):
@@ -21,8 +21,8 @@ impl Sealed for MariaDb {}
 
 /// Claim in one statement. On a duplicate key the row is taken over if its expiry has passed
 /// and left as it is otherwise. `RETURNING` reports the row as it now is: `completed`, the
-/// owner's token when this statement wrote the claim (its `processed_at` is the statement's
-/// time), `in_flight` otherwise. `expires_at` is assigned last: MariaDB evaluates the
+/// owner's token when this statement may have written the claim (its `expires_at` is this
+/// statement's time plus the lease: the store compares the token), `in_flight` otherwise. `expires_at` is assigned last: MariaDB evaluates the
 /// assignments in order, so every condition still sees the old expiry. `UTC_TIMESTAMP(6)` is
 /// the statement's start: one clock reading.
 const CLAIM: &str = "\
@@ -35,7 +35,7 @@ ON DUPLICATE KEY UPDATE
     claim_token = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(claim_token), claim_token),
     expires_at = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(expires_at), expires_at)
 RETURNING CASE WHEN state = 'completed' THEN 'completed'
-               WHEN processed_at = UTC_TIMESTAMP(6) THEN claim_token
+               WHEN expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND THEN claim_token
                ELSE 'in_flight' END";
 
 /// Renew in one statement: extend the token's live claim, or record it again when the event has
@@ -86,18 +86,49 @@ DELETE FROM {table}
 WHERE processed_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
   AND (state = 'completed' OR expires_at <= UTC_TIMESTAMP(6))";
 
+/// The time zone of the store's own connections: a `TIMESTAMP` column (the `processed_at` of
+/// an adopted table) then reads and writes UTC, like the store's own `DATETIME` columns.
+const UTC: &str = "SET time_zone = '+00:00'";
+
 /// The isolation level of the store's own connections.
 const READ_COMMITTED: &str = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED";
 
-/// Serialises concurrent `migrate()` calls (several replicas starting at once).
-const MIGRATION_LOCK: &str = "SELECT GET_LOCK('sangho_webhook_sqlx_migrate', 30)";
-const MIGRATION_UNLOCK: &str = "SELECT RELEASE_LOCK('sangho_webhook_sqlx_migrate')";
+/// Serialises concurrent `migrate()` calls (several replicas starting at once); answers 1 once
+/// held, 0 after the timeout, NULL on an error.
+const MIGRATION_LOCK: &str = "SELECT GET_LOCK(CONCAT('sangho_migrate_', ?), ?)";
+
+/// How long a migration waits for another replica's migration.
+const MIGRATION_LOCK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The table's columns (none: no table).
+const COLUMNS: &str = "\
+SELECT lower(column_name) FROM information_schema.columns
+WHERE table_schema = DATABASE() AND table_name = ?";
+
+/// How many of the two indexes exist.
+const INDEXES: &str = "\
+SELECT COUNT(DISTINCT index_name) FROM information_schema.statistics
+WHERE table_schema = DATABASE() AND table_name = ? AND index_name IN (?, ?)";
+
+/// The table's columns, in lower case.
+async fn columns(
+    connection: &mut sqlx::pool::PoolConnection<sqlx::MySql>,
+    table: &crate::TableName,
+) -> Result<Vec<String>, sqlx::Error> {
+    let rows: Vec<(String,)> = sqlx::query_as(COLUMNS)
+        .bind(table.as_str())
+        .fetch_all(&mut **connection)
+        .await?;
+    Ok(rows.into_iter().map(|(column,)| column).collect())
+}
+const MIGRATION_UNLOCK: &str = "SELECT RELEASE_LOCK(CONCAT('sangho_migrate_', ?))";
 
 impl Dialect for MariaDb {
     type Database = sqlx::MySql;
     const MAX_CONNECTIONS: u32 = 16;
     const STATEMENTS: Statements = Statements {
         asynchronous_commit: "NULL",
+        claim_binds: &[0, 1, 2, 3, 3],
         claim: CLAIM,
         renew: RENEW,
         complete: COMPLETE,
@@ -115,17 +146,59 @@ impl Dialect for MariaDb {
     }
 
     async fn migrate(store: &SqlStore<Self>) -> Result<(), Error> {
+        let table = store.table();
         let mut connection = store.pool().acquire().await?;
-        connection.execute(MIGRATION_LOCK).await?;
-        let mut migrated = Ok(());
-        for statement in statements(&store.schema()) {
-            if let Err(error) = connection.execute(AssertSqlSafe(statement)).await {
-                migrated = Err(error);
-                break;
-            }
+        let present = columns(&mut connection, table).await?;
+        refuse_unusable(table, &present)?;
+        let (indexes,): (i64,) = sqlx::query_as(INDEXES)
+            .bind(table.as_str())
+            .bind(table.index_name())
+            .bind(table.expiry_index_name())
+            .fetch_one(&mut *connection)
+            .await?;
+        if has_store_columns(&present) && indexes == 2 {
+            return Ok(());
         }
-        connection.execute(MIGRATION_UNLOCK).await?;
-        Ok(migrated?)
+        let (locked,): (Option<i64>,) = sqlx::query_as(MIGRATION_LOCK)
+            .bind(table.as_str())
+            .bind(MIGRATION_LOCK_TIMEOUT.as_secs() as i64)
+            .fetch_one(&mut *connection)
+            .await?;
+        if locked != Some(1) {
+            return Err(Error::MigrationLocked {
+                table: table.as_str().to_owned(),
+                waited: MIGRATION_LOCK_TIMEOUT,
+            });
+        }
+        let migrated = async {
+            // Another replica may have migrated meanwhile: look again, under the lock.
+            refuse_unusable(table, &columns(&mut connection, table).await?)?;
+            // A TIMESTAMP `processed_at` of an adopted table reads as UTC.
+            connection
+                .execute("SET @sangho_time_zone = @@session.time_zone, time_zone = '+00:00'")
+                .await?;
+            let script = store.schema().replace(
+                "INTERVAL 72 HOUR",
+                &format!("INTERVAL {} MICROSECOND", micros(store.adopted_retention())),
+            );
+            let mut result = Ok(());
+            for statement in statements(&script) {
+                if let Err(error) = connection.execute(AssertSqlSafe(statement)).await {
+                    result = Err(error.into());
+                    break;
+                }
+            }
+            connection
+                .execute("SET time_zone = @sangho_time_zone")
+                .await?;
+            result
+        }
+        .await;
+        sqlx::query(MIGRATION_UNLOCK)
+            .bind(table.as_str())
+            .execute(&mut *connection)
+            .await?;
+        migrated
     }
 
     async fn purge(store: &SqlStore<Self>, retention: Duration) -> Result<u64, Error> {
@@ -157,7 +230,8 @@ impl SqlStore<MariaDb> {
     /// pool of at most [`MAX_CONNECTIONS`](Self::MAX_CONNECTIONS) connections and an acquire
     /// (and connect) timeout of [`ACQUIRE_TIMEOUT`](Self::ACQUIRE_TIMEOUT), and opens one
     /// connection to check the URL. Each connection runs at READ COMMITTED (InnoDB's default
-    /// is REPEATABLE READ, whose gap locks make concurrent claims deadlock more often).
+    /// is REPEATABLE READ, whose gap locks make concurrent claims deadlock more often), in the
+    /// time zone UTC.
     ///
     /// On a pool of your own ([`new`](SqlStore::new)) the store leaves the session alone; a
     /// claim that InnoDB aborts on a deadlock (error 1213) or a lock wait timeout (1205) lost a
@@ -177,6 +251,7 @@ impl SqlStore<MariaDb> {
             .after_connect(|connection, _| {
                 Box::pin(async move {
                     connection.execute(READ_COMMITTED).await?;
+                    connection.execute(UTC).await?;
                     Ok(())
                 })
             })
@@ -191,8 +266,11 @@ mod tests {
     #[test]
     fn the_script_splits_into_its_statements() {
         let statements = super::statements(<super::MariaDb as super::Dialect>::SCHEMA);
-        assert_eq!(statements.len(), 2);
+        assert_eq!(statements.len(), 5);
         assert!(statements[0].starts_with("CREATE TABLE IF NOT EXISTS"));
-        assert!(statements[1].starts_with("CREATE INDEX IF NOT EXISTS"));
+        assert!(statements[1].starts_with("ALTER TABLE"));
+        assert!(statements[2].starts_with("UPDATE"));
+        assert!(statements[3].starts_with("CREATE INDEX IF NOT EXISTS"));
+        assert!(statements[4].starts_with("CREATE INDEX IF NOT EXISTS"));
     }
 }

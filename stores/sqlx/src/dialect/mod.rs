@@ -22,7 +22,44 @@ use sqlx::{
     error::DatabaseError,
 };
 
-use crate::{Error, SqlStore, error::MAX_SPAN};
+use crate::{Error, SqlStore, TableName, error::MAX_SPAN};
+
+/// The columns of the provider's documented schema that the store cannot add: a table without
+/// them is not an idempotency table.
+const REQUIRED_COLUMNS: [&str; 2] = ["event_id", "event_type"];
+
+/// The columns the store adds to a table of the provider's documented schema (or of any
+/// version before).
+const STORE_COLUMNS: [&str; 4] = ["processed_at", "state", "claim_token", "expires_at"];
+
+/// Refuses an existing `table` (with the `present` columns, lower case) that lacks a column
+/// the store cannot add. An empty `present` is no table at all: fine.
+fn refuse_unusable(table: &TableName, present: &[String]) -> Result<(), Error> {
+    if present.is_empty() {
+        return Ok(());
+    }
+    let missing: Vec<String> = REQUIRED_COLUMNS
+        .iter()
+        .filter(|column| !present.iter().any(|present| present == *column))
+        .map(|column| (*column).to_owned())
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::IncompatibleTable {
+            table: table.as_str().to_owned(),
+            missing,
+        })
+    }
+}
+
+/// Whether `present` has every column the store needs.
+fn has_store_columns(present: &[String]) -> bool {
+    STORE_COLUMNS
+        .iter()
+        .chain(&REQUIRED_COLUMNS)
+        .all(|column| present.iter().any(|present| present == *column))
+}
 
 mod sealed {
     pub trait Sealed {}
@@ -78,6 +115,9 @@ pub struct Statements {
     /// An SQL expression that lowers the durability of its statement's own transaction, for
     /// the `{commit}` of asynchronous claims.
     pub asynchronous_commit: &'static str,
+    /// Which of (event id, event type, token, lease) [`claim`](Self::claim) binds, in order
+    /// (`?` placeholders bind by position).
+    pub claim_binds: &'static [usize],
     /// Binds: event id, event type, token, lease (µs). Answers one text column: `acquired` or
     /// the claimer's token (acquired), `completed`, `in_flight` or another token (in flight); or
     /// no row (in flight, or read the state: [`Dialect::READS_STATE_OF_A_DUPLICATE`]).

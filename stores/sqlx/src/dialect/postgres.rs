@@ -8,8 +8,8 @@ use sqlx::{
     postgres::{PgConnectOptions, PgPoolOptions},
 };
 
-use super::{Dialect, Statements, micros, sealed::Sealed};
-use crate::{Error, SqlStore};
+use super::{Dialect, Statements, has_store_columns, micros, refuse_unusable, sealed::Sealed};
+use crate::{Error, SqlStore, TableName};
 
 /// The PostgreSQL dialect (feature `postgres`): [`PostgresStore`](crate::PostgresStore).
 #[derive(Debug, Clone, Copy)]
@@ -72,8 +72,7 @@ RETURNING claim_token";
 
 /// Complete in one statement: record the event as completed by the token unless another owner
 /// holds or completed it (a live record with another token). When the token's own record is
-/// live, `processed_at` is kept, so only columns no index covers change: a HOT update (see
-/// `migrations/postgres.sql`).
+/// live, `processed_at` is kept (and so its index entry).
 const COMPLETE: &str = "\
 INSERT INTO {table} AS e (event_id, event_type, processed_at, state, claim_token, expires_at)
 VALUES ($1, $2, statement_timestamp(), 'completed', $3,
@@ -105,13 +104,20 @@ DELETE FROM {table}
 WHERE processed_at < CAST(statement_timestamp() - $1 * INTERVAL '1 microsecond' AS TIMESTAMP)
   AND (state = 'completed' OR expires_at <= statement_timestamp())";
 
-/// Whether the table has the store's columns and the index already: then `migrate` takes no
-/// lock at all (`ALTER TABLE` and `CREATE INDEX` would, even with `IF NOT EXISTS`).
-const UP_TO_DATE: &str = "\
-SELECT (SELECT count(*) FROM pg_attribute
-        WHERE attrelid = to_regclass($1) AND NOT attisdropped
-          AND attname IN ('state', 'claim_token', 'expires_at')) = 3
-   AND to_regclass($2) IS NOT NULL";
+/// The table's columns (none: no table).
+const COLUMNS: &str = "\
+SELECT attname::text FROM pg_attribute
+WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped";
+
+/// Whether both indexes exist.
+const INDEXES: &str = "SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL";
+
+/// How long a migration waits for another replica's migration.
+const MIGRATION_LOCK_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long the upgrade of a table waits for its lock: `ALTER TABLE` needs an exclusive lock,
+/// and every claim that arrives while it waits queues behind it.
+const UPGRADE_LOCK_TIMEOUT: &str = "SET LOCAL lock_timeout = '2s'";
 
 /// The isolation level of the store's own connections.
 const READ_COMMITTED: &str =
@@ -121,12 +127,24 @@ const READ_COMMITTED: &str =
 /// IF NOT EXISTS` alone can fail when two sessions race.
 const MIGRATION_LOCK: &str = "SELECT pg_advisory_xact_lock(7310575268310339689)";
 
+/// The table's columns, in lower case.
+async fn columns<'c, E>(executor: E, table: &TableName) -> Result<Vec<String>, sqlx::Error>
+where
+    E: Executor<'c, Database = sqlx::Postgres>,
+{
+    sqlx::query_scalar(COLUMNS)
+        .bind(table.as_str())
+        .fetch_all(executor)
+        .await
+}
+
 impl Dialect for Postgres {
     type Database = sqlx::Postgres;
     const MAX_CONNECTIONS: u32 = 16;
     const STATEMENTS: Statements = Statements {
         // Lowers `synchronous_commit` for the statement's own (implicit) transaction only.
         asynchronous_commit: "set_config('synchronous_commit', 'off', true)",
+        claim_binds: &[0, 1, 2, 3],
         claim: CLAIM,
         renew: RENEW,
         complete: COMPLETE,
@@ -143,22 +161,50 @@ impl Dialect for Postgres {
 
     async fn migrate(store: &SqlStore<Self>) -> Result<(), Error> {
         let table = store.table();
-        let up_to_date = sqlx::query_scalar::<_, bool>(UP_TO_DATE)
-            .bind(table.as_str())
+        // Up to date: no lock at all (`ALTER TABLE` and `CREATE INDEX` would take one, even
+        // with `IF NOT EXISTS`).
+        let present = columns(store.pool(), table).await?;
+        refuse_unusable(table, &present)?;
+        let indexed: bool = sqlx::query_scalar(INDEXES)
             .bind(table.index_name())
+            .bind(table.expiry_index_name())
             .fetch_one(store.pool())
             .await?;
-        if up_to_date {
+        if has_store_columns(&present) && indexed {
             return Ok(());
         }
         let mut transaction = store.pool().begin().await?;
-        transaction.execute(MIGRATION_LOCK).await?;
+        transaction
+            .execute(AssertSqlSafe(format!(
+                "SET LOCAL lock_timeout = '{}ms'",
+                MIGRATION_LOCK_TIMEOUT.as_millis()
+            )))
+            .await?;
+        match transaction.execute(MIGRATION_LOCK).await {
+            Err(sqlx::Error::Database(error)) if error.code().as_deref() == Some("55P03") => {
+                return Err(Error::MigrationLocked {
+                    table: table.as_str().to_owned(),
+                    waited: MIGRATION_LOCK_TIMEOUT,
+                });
+            }
+            other => other?,
+        };
+        // Another replica may have migrated meanwhile: look again, under the lock.
+        refuse_unusable(table, &columns(&mut *transaction, table).await?)?;
+        transaction.execute(UPGRADE_LOCK_TIMEOUT).await?;
         // "already exists, skipping" notices are the normal case: keep them out of the logs.
         transaction
             .execute("SET LOCAL client_min_messages = warning")
             .await?;
+        let script = store.schema().replace(
+            "INTERVAL '72 hours'",
+            &format!(
+                "INTERVAL '{} microseconds'",
+                micros(store.adopted_retention())
+            ),
+        );
         transaction
-            .execute(sqlx::raw_sql(AssertSqlSafe(store.schema())))
+            .execute(sqlx::raw_sql(AssertSqlSafe(script)))
             .await?;
         transaction.commit().await?;
         Ok(())

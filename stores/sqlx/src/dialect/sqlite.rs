@@ -8,7 +8,7 @@ use sqlx::{
     sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous},
 };
 
-use super::{Dialect, Statements, micros, sealed::Sealed};
+use super::{Dialect, Statements, micros, refuse_unusable, sealed::Sealed};
 use crate::{Error, SqlStore};
 
 /// The SQLite dialect (feature `sqlite`): [`SqliteStore`](crate::SqliteStore).
@@ -120,11 +120,32 @@ WHERE processed_at < strftime('%Y-%m-%d %H:%M:%f', 'now', ?1)
     ")"
 );
 
+/// The columns added to a table of the provider's documented schema, and their definitions
+/// (SQLite adds a column only with a constant default).
+const ADDED_COLUMNS: [(&str, &str); 4] = [
+    ("processed_at", "TIMESTAMP"),
+    (
+        "state",
+        "VARCHAR(9) NOT NULL DEFAULT 'completed' CHECK (state IN ('in_flight', 'completed'))",
+    ),
+    ("claim_token", "VARCHAR(32)"),
+    ("expires_at", "INTEGER"),
+];
+
+/// The rows of an adopted table: completed until their `processed_at` (or now) plus `?1`
+/// microseconds.
+const ADOPT: &str = "\
+UPDATE {table}
+SET expires_at = CAST(round((julianday(COALESCE(processed_at, 'now')) - 2440587.5) * 86400000.0)
+                      AS INTEGER) + ?1 / 1000
+WHERE expires_at IS NULL";
+
 impl Dialect for Sqlite {
     type Database = sqlx::Sqlite;
     const MAX_CONNECTIONS: u32 = 8;
     const STATEMENTS: Statements = Statements {
         asynchronous_commit: "NULL",
+        claim_binds: &[0, 1, 2, 3],
         claim: CLAIM,
         renew: RENEW,
         complete: COMPLETE,
@@ -147,11 +168,48 @@ impl Dialect for Sqlite {
         if let Err(error) = store.pool().execute("PRAGMA journal_mode = WAL").await {
             tracing::warn!(%error, "could not switch the SQLite database to WAL mode");
         }
-        store
-            .pool()
-            .execute(sqlx::raw_sql(AssertSqlSafe(store.schema())))
-            .await?;
-        Ok(())
+        let table = store.table();
+        // One writer at a time: `BEGIN IMMEDIATE` takes the write lock before reading.
+        let mut connection = store.pool().acquire().await?;
+        connection.execute("BEGIN IMMEDIATE").await?;
+        let migrated = async {
+            let present: Vec<String> =
+                sqlx::query_scalar("SELECT lower(name) FROM pragma_table_info(?1)")
+                    .bind(table.as_str())
+                    .fetch_all(&mut *connection)
+                    .await?;
+            refuse_unusable(table, &present)?;
+            if !present.is_empty() {
+                for (column, definition) in ADDED_COLUMNS {
+                    if !present.iter().any(|present| present == column) {
+                        connection
+                            .execute(AssertSqlSafe(format!(
+                                "ALTER TABLE {table} ADD COLUMN {column} {definition}"
+                            )))
+                            .await?;
+                    }
+                }
+                sqlx::query(AssertSqlSafe(table.sql(ADOPT)))
+                    .bind(micros(store.adopted_retention()))
+                    .execute(&mut *connection)
+                    .await?;
+            }
+            connection
+                .execute(sqlx::raw_sql(AssertSqlSafe(store.schema())))
+                .await?;
+            Ok::<_, Error>(())
+        }
+        .await;
+        match migrated {
+            Ok(()) => {
+                connection.execute("COMMIT").await?;
+                Ok(())
+            }
+            Err(error) => {
+                connection.execute("ROLLBACK").await?;
+                Err(error)
+            }
+        }
     }
 
     async fn purge(store: &SqlStore<Self>, retention: Duration) -> Result<u64, Error> {

@@ -40,6 +40,100 @@ pub trait SqlStore: IdempotencyStore + Purge {
     async fn insert_seed_row(&self, id: &str, old: bool);
     /// The ids of every row of the table.
     async fn event_ids(&self) -> BTreeSet<String>;
+    /// The provider's documented schema in this dialect, for `table`: the table and its
+    /// `processed_at` index.
+    fn provider_schema(table: &str) -> String;
+    /// Runs `script` (several statements) on the store's pool.
+    async fn run_script(&self, script: &str);
+    /// The declared type of `column`, in lower case.
+    async fn column_type(&self, column: &str) -> String;
+    /// The ids of every row of the table, or `None` if there is no table.
+    async fn event_ids_or_none(&self) -> Option<BTreeSet<String>> {
+        if self.column_type("event_id").await.is_empty() {
+            None
+        } else {
+            Some(self.event_ids().await)
+        }
+    }
+}
+
+/// A table name that contains the default one, unique to this run: `processed_webhook_events_<16 hex>`.
+pub fn table_named_after_the_default() -> String {
+    format!("processed_webhook_events_{:016x}", super::unique())
+}
+
+/// `store` is on a table created with the provider's documented schema and holding rows
+/// written by its recipe: `migrate` adopts it (twice), the provider's columns keep their
+/// types, a recent row counts as completed, a row older than the adopted retention is
+/// forgotten, and new events are processed.
+pub async fn migrate_adopts_a_table_of_the_provider_schema<S: SqlStore>(store: &S) {
+    store
+        .run_script(&S::provider_schema(store.table().as_str()))
+        .await;
+    let types_before = (
+        store.column_type("event_id").await,
+        store.column_type("event_type").await,
+        store.column_type("processed_at").await,
+    );
+    let (recent, old) = (unique_event_id("recent"), unique_event_id("old"));
+    store.insert_seed_row(&recent, false).await;
+    store.insert_seed_row(&old, true).await;
+
+    store.migrate().await.expect("the table is adopted");
+    store.migrate().await.expect("migrate runs again");
+
+    let types_after = (
+        store.column_type("event_id").await,
+        store.column_type("event_type").await,
+        store.column_type("processed_at").await,
+    );
+    assert_eq!(
+        types_after, types_before,
+        "the provider's columns keep their types"
+    );
+    assert_eq!(claim(store, &recent, LONG).await.unwrap(), Claim::Completed);
+    // Four days old: past the 72-hour adopted retention.
+    let token = acquire(store, &old, LONG).await;
+    assert!(complete(store, &old, &token, LONG).await);
+    let new = unique_event_id("new");
+    let token = acquire(store, &new, LONG).await;
+    assert!(complete(store, &new, &token, LONG).await);
+    assert_eq!(claim(store, &new, LONG).await.unwrap(), Claim::Completed);
+}
+
+/// `store` is on a table of its name that is no idempotency table: `migrate` refuses it,
+/// naming the table and the missing columns, and leaves it as it is.
+pub async fn migrate_refuses_a_table_without_the_event_columns<S: SqlStore>(store: &S) {
+    let table = store.table().as_str().to_owned();
+    store
+        .run_script(&format!(
+            "CREATE TABLE {table} (id INTEGER PRIMARY KEY, payload VARCHAR(20))"
+        ))
+        .await;
+    let error = store
+        .migrate()
+        .await
+        .expect_err("an unusable table is refused");
+    match &error {
+        sangho_webhook_sqlx::Error::IncompatibleTable {
+            table: named,
+            missing,
+        } => {
+            assert_eq!(named, &table);
+            assert_eq!(missing, &["event_id", "event_type"]);
+        }
+        other => panic!("expected IncompatibleTable, got {other:?}"),
+    }
+    let message = error.to_string();
+    assert!(
+        message.contains(&table) && message.contains("event_id") && message.contains("event_type"),
+        "{message}"
+    );
+    assert_eq!(
+        store.column_type("state").await,
+        "",
+        "the table is left alone"
+    );
 }
 
 /// The ids of every row of `table`: [`SqlStore::event_ids`] for any dialect.

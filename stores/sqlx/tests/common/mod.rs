@@ -100,6 +100,17 @@ pub fn mariadb_url() -> String {
         .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".to_owned())
 }
 
+/// Drops the MariaDB table it names when dropped.
+#[cfg(feature = "mariadb")]
+pub struct MariaDbTableGuard(pub String);
+
+#[cfg(feature = "mariadb")]
+impl Drop for MariaDbTableGuard {
+    fn drop(&mut self) {
+        drop_mariadb_table(std::mem::take(&mut self.0));
+    }
+}
+
 /// Drops the MariaDB `table`, as [`drop_table`] does for PostgreSQL.
 #[cfg(feature = "mariadb")]
 pub fn drop_mariadb_table(table: String) {
@@ -244,7 +255,8 @@ pub async fn sqlite_store_at(path: &std::path::Path, connections: u32) -> Sqlite
 /// Implements [`SqlStore`] for a store type by delegating to its inherent methods, with the
 /// dialect's SQL for the hand-written rows (`{table}` stands for the table name).
 macro_rules! sql_store {
-    ($store:ty, $db:ty, backdate: $backdate:expr, seed_old: $seed_old:expr, seed_recent: $seed_recent:expr $(,)?) => {
+    ($store:ty, $db:ty, backdate: $backdate:expr, seed_old: $seed_old:expr, seed_recent: $seed_recent:expr,
+     provider_schema: $provider:expr, column_type: $column_type:expr $(,)?) => {
         #[async_trait]
         impl SqlStore for $store {
             type Db = $db;
@@ -282,6 +294,24 @@ macro_rules! sql_store {
             async fn event_ids(&self) -> BTreeSet<String> {
                 bodies::event_ids(self.pool(), self.table()).await
             }
+            fn provider_schema(table: &str) -> String {
+                $provider.replace("{table}", table)
+            }
+            async fn run_script(&self, script: &str) {
+                sqlx::raw_sql(AssertSqlSafe(script.to_owned()))
+                    .execute(self.pool())
+                    .await
+                    .expect("run a script");
+            }
+            async fn column_type(&self, column: &str) -> String {
+                let found: Option<(String,)> = sqlx::query_as(AssertSqlSafe($column_type))
+                    .bind(self.table().as_str())
+                    .bind(column)
+                    .fetch_optional(self.pool())
+                    .await
+                    .expect("read the column's type");
+                found.map(|(kind,)| kind.to_lowercase()).unwrap_or_default()
+            }
         }
     };
 }
@@ -292,6 +322,14 @@ sql_store!(
     backdate: "UPDATE {table} SET processed_at = processed_at - INTERVAL '4 days' WHERE event_id = $1",
     seed_old: "INSERT INTO {table} (event_id, event_type, processed_at) VALUES ($1, $2, NOW() - INTERVAL '4 days')",
     seed_recent: "INSERT INTO {table} (event_id, event_type) VALUES ($1, $2)",
+    provider_schema: "CREATE TABLE {table} (
+           event_id     VARCHAR(50)  PRIMARY KEY,
+           event_type   VARCHAR(100) NOT NULL,
+           processed_at TIMESTAMP    DEFAULT NOW()
+         );
+         CREATE INDEX {table}_processed_at_idx ON {table} (processed_at);",
+    column_type: "SELECT data_type::text FROM information_schema.columns
+                  WHERE table_schema = current_schema() AND table_name = $1 AND column_name = $2",
 );
 
 sql_store!(
@@ -300,6 +338,13 @@ sql_store!(
     backdate: "UPDATE {table} SET processed_at = strftime('%Y-%m-%d %H:%M:%f', processed_at, '-4 days') WHERE event_id = ?1",
     seed_old: "INSERT INTO {table} (event_id, event_type, processed_at) VALUES (?1, ?2, datetime('now', '-4 days'))",
     seed_recent: "INSERT INTO {table} (event_id, event_type, processed_at) VALUES (?1, ?2, datetime('now', '+0 seconds'))",
+    provider_schema: "CREATE TABLE {table} (
+           event_id     VARCHAR(50)  PRIMARY KEY,
+           event_type   VARCHAR(100) NOT NULL,
+           processed_at TIMESTAMP    DEFAULT CURRENT_TIMESTAMP
+         );
+         CREATE INDEX {table}_processed_at_idx ON {table} (processed_at);",
+    column_type: "SELECT type FROM pragma_table_info(?1) WHERE name = ?2",
 );
 
 #[cfg(feature = "mariadb")]
@@ -309,6 +354,14 @@ sql_store!(
     backdate: "UPDATE {table} SET processed_at = processed_at - INTERVAL 4 DAY WHERE event_id = ?",
     seed_old: "INSERT INTO {table} (event_id, event_type, processed_at) VALUES (?, ?, UTC_TIMESTAMP(6) - INTERVAL 4 DAY)",
     seed_recent: "INSERT INTO {table} (event_id, event_type) VALUES (?, ?)",
+    provider_schema: "CREATE TABLE {table} (
+           event_id     VARCHAR(50)  PRIMARY KEY,
+           event_type   VARCHAR(100) NOT NULL,
+           processed_at TIMESTAMP    DEFAULT NOW()
+         );
+         CREATE INDEX {table}_processed_at_idx ON {table} (processed_at);",
+    column_type: "SELECT CAST(column_type AS CHAR) FROM information_schema.columns
+                  WHERE table_schema = DATABASE() AND table_name = ? AND column_name = ?",
 );
 
 pub fn secret() -> Secret {
