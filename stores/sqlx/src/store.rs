@@ -114,6 +114,12 @@ impl<D: Dialect> SqlStore<D> {
     /// How many connections the pool of the store's `connect` opens at most.
     pub const MAX_CONNECTIONS: u32 = D::MAX_CONNECTIONS;
 
+    /// How many rows one batch of [`purge`](Self::purge) deletes at most (of each kind).
+    pub const PURGE_BATCH: u64 = 1000;
+
+    /// How long [`purge`](Self::purge) pauses between batches.
+    pub const PURGE_PAUSE: Duration = Duration::from_millis(20);
+
     /// The default [adopted retention](Self::with_adopted_retention): 72 hours, the layer's
     /// default retention.
     pub const ADOPTED_RETENTION: Duration = Duration::from_secs(72 * 3600);
@@ -223,20 +229,50 @@ impl<D: Dialect> SqlStore<D> {
         D::migrate(self).await
     }
 
-    /// Deletes the rows claimed more than `retention` ago, except a claim whose lease still
-    /// runs: the completed events past the retention, and the abandoned claims (their owner is
-    /// gone) once they are that old. Answers how many rows it deleted.
+    /// Deletes the rows past their own expiry: completed events past their retention (as
+    /// the layer recorded it), and abandoned claims past their lease (harmless either way: a
+    /// delivery would take them over). A row written by another tool without an expiry
+    /// counts as completed until `retention` after its `processed_at`. Answers how many rows
+    /// it deleted. Never a live record.
     ///
-    /// An abandoned claim younger than the retention stays until then: it is harmless, the
-    /// next delivery of its event takes it over. Pass at least the provider's redelivery
-    /// window (48 hours) as the retention; the layer's default is 72 hours. The plain SQL for
-    /// cron is in each store's docs.
+    /// It deletes in batches of [`PURGE_BATCH`](Self::PURGE_BATCH) rows, each its own short
+    /// transaction at READ COMMITTED under a statement and a lock timeout, and pauses
+    /// [`PURGE_PAUSE`](Self::PURGE_PAUSE) between batches: however large the backlog, a
+    /// claim never waits behind the purge for more than one batch. Times are the database's
+    /// and stored in UTC (or as points in time), so the answer does not depend on any
+    /// session's time zone. For cron, [`cron_purge_sql`](Self::cron_purge_sql) is the same
+    /// as plain SQL.
     ///
     /// # Errors
     ///
-    /// [`Error::Database`] if a statement fails.
+    /// [`Error::Database`] if a statement fails (the batches before it stay deleted).
     pub async fn purge(&self, retention: Duration) -> Result<u64, Error> {
-        D::purge(self, retention).await
+        let mut deleted = 0;
+        loop {
+            let batch = D::purge_batch(self, retention, Self::PURGE_BATCH).await?;
+            deleted += batch;
+            if batch < Self::PURGE_BATCH {
+                return Ok(deleted);
+            }
+            tokio::time::sleep(Self::PURGE_PAUSE).await;
+        }
+    }
+
+    /// One batch of the purge as plain SQL, for this store's table, to run from cron (repeat
+    /// it until it deletes nothing). It gives the same answer from a session in any time zone.
+    ///
+    /// ```
+    /// # #[cfg(feature = "postgres")] {
+    /// use sangho_webhook_sqlx::{PostgresStore, sqlx::postgres::PgPoolOptions};
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let pool = PgPoolOptions::new().connect_lazy("postgres://localhost/app").unwrap();
+    /// let sql = PostgresStore::new(pool).cron_purge_sql();
+    /// assert!(sql.starts_with("DELETE FROM processed_webhook_events"));
+    /// # });
+    /// # }
+    /// ```
+    pub fn cron_purge_sql(&self) -> String {
+        self.table.schema(D::CRON_PURGE)
     }
 
     /// Runs [`purge`](Self::purge)`(retention)` now and then every `period` on a background task

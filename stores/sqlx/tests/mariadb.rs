@@ -49,9 +49,9 @@ async fn completed_event_is_a_duplicate_after_the_pool_is_reopened() {
 
 #[tokio::test]
 #[ignore = "needs MariaDB: run with --features mariadb -- --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
-async fn purge_removes_exactly_old_completions_and_old_abandoned_claims() {
+async fn purge_removes_exactly_the_rows_past_their_own_expiry() {
     let store = mariadb_store("purge", 4).await;
-    bodies::purge_removes_exactly_old_completions_and_old_abandoned_claims(&store.store).await;
+    bodies::purge_removes_exactly_the_rows_past_their_own_expiry(&store.store).await;
 }
 
 /// Unreachable: nothing listens on port 1.
@@ -139,4 +139,33 @@ async fn connect_runs_its_connections_at_read_committed_in_utc() {
         (isolation.as_str(), zone.as_str()),
         ("READ-COMMITTED", "+00:00")
     );
+}
+
+#[tokio::test]
+#[ignore = "needs MariaDB: run with --features mariadb -- --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn purge_task_purges_until_stopped() {
+    let store = mariadb_store("task", 2).await;
+    bodies::purge_task_purges_until_stopped(&store.store).await;
+}
+
+#[tokio::test]
+#[ignore = "needs MariaDB: run with --features mariadb -- --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn purge_task_stops_promptly_while_its_purge_waits_for_a_lock() {
+    use sangho_webhook_sqlx::sqlx::{self, AssertSqlSafe, Connection, mysql::MySqlConnection};
+    let store = mariadb_store("stop", 2).await;
+    let table = store.table().as_str().to_owned();
+    bodies::purge_task_stops_promptly_while_its_purge_waits_for_a_lock(
+        &store.store,
+        || async move {
+            let mut other = MySqlConnection::connect(&common::mariadb_url())
+                .await
+                .unwrap();
+            sqlx::raw_sql(AssertSqlSafe(format!("LOCK TABLES {table} WRITE")))
+                .execute(&mut other)
+                .await
+                .unwrap();
+            other
+        },
+    )
+    .await;
 }

@@ -17,7 +17,7 @@ use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper_util::{client::legacy::Client, rt::TokioExecutor};
 use sangho_webhook::{
-    store::StoreError,
+    store::{Claim, StoreError},
     testing::{CountingHandler, Delivery, conformance::unique_event_id, fixtures},
 };
 use sangho_webhook_sqlx::{
@@ -64,9 +64,9 @@ async fn completed_event_is_a_duplicate_after_the_pool_is_reopened() {
 
 #[tokio::test]
 #[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
-async fn purge_removes_exactly_old_completions_and_old_abandoned_claims() {
+async fn purge_removes_exactly_the_rows_past_their_own_expiry() {
     let store = postgres_store("purge", 4).await;
-    bodies::purge_removes_exactly_old_completions_and_old_abandoned_claims(&store.store).await;
+    bodies::purge_removes_exactly_the_rows_past_their_own_expiry(&store.store).await;
 }
 
 #[tokio::test]
@@ -124,9 +124,12 @@ async fn a_migrated_table_named_after_the_default_is_not_altered_again() {
         .unwrap();
     assert_eq!(index, Some(format!("{table}_processed_at_idx")));
     // Traffic holds the table: a migration that altered it would have to wait.
-    let _traffic = hold_lock(&table, "ROW EXCLUSIVE").await;
-    tokio::time::timeout(Duration::from_secs(5), store.migrate())
-        .await
+    let traffic = hold_lock(&table, "ROW EXCLUSIVE").await;
+    let migrated = tokio::time::timeout(Duration::from_secs(5), store.migrate()).await;
+    // Release everything before asserting, so that a failure cannot hang the table's cleanup.
+    drop(traffic);
+    store.pool().close().await;
+    migrated
         .expect("an up-to-date table is not altered: migrate takes no lock")
         .unwrap();
 }
@@ -189,6 +192,8 @@ fn scopeguard(table: String) -> impl Drop {
     }
     Guard(table)
 }
+
+const LONG_LEASE: Duration = Duration::from_secs(3600);
 
 /// Unreachable: nothing listens on port 1.
 fn unreachable_store() -> PostgresStore {
@@ -348,4 +353,118 @@ async fn connect_runs_its_connections_at_read_committed() {
         .await
         .unwrap();
     assert_eq!(isolation, "read committed");
+}
+
+#[tokio::test]
+#[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+async fn purge_task_stops_promptly_while_its_purge_waits_for_a_lock() {
+    let store = postgres_store("stop", 2).await;
+    let table = store.table().as_str().to_owned();
+    bodies::purge_task_stops_promptly_while_its_purge_waits_for_a_lock(&store.store, || {
+        hold_lock(&table, "ACCESS EXCLUSIVE")
+    })
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+async fn the_cron_purge_gives_the_same_answer_in_every_time_zone() {
+    use sangho_webhook::store::IdempotencyStore;
+    let store = postgres_store("zones", 2).await;
+    let lasts = "payment_intent.succeeded";
+    for zone in ["Pacific/Kiritimati", "UTC", "Pacific/Pago_Pago"] {
+        // Completed 70 hours ago with a 72-hour retention: kept. Completed with its retention
+        // run out: deleted.
+        let kept = unique_event_id("kept");
+        let token = common::acquire(&*store, &kept, Duration::from_secs(60)).await;
+        assert!(
+            store
+                .complete(&kept, lasts, &token, Duration::from_secs(2 * 3600))
+                .await
+                .unwrap()
+        );
+        sqlx::query(AssertSqlSafe(format!(
+            "UPDATE {} SET processed_at = processed_at - INTERVAL '70 hours' WHERE event_id = $1",
+            store.table()
+        )))
+        .bind(&kept)
+        .execute(store.pool())
+        .await
+        .unwrap();
+        let gone = unique_event_id("gone");
+        let token = common::acquire(&*store, &gone, Duration::from_secs(60)).await;
+        assert!(
+            store
+                .complete(&gone, lasts, &token, Duration::from_millis(1))
+                .await
+                .unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+
+        // The documented cron SQL, from a session in `zone`.
+        let mut session = store.pool().acquire().await.unwrap();
+        sqlx::raw_sql(AssertSqlSafe(format!(
+            "SET TIME ZONE '{zone}'; {}",
+            store.cron_purge_sql()
+        )))
+        .execute(&mut *session)
+        .await
+        .unwrap();
+        sqlx::query("RESET TIME ZONE")
+            .execute(&mut *session)
+            .await
+            .unwrap();
+        drop(session);
+        let ids = bodies::SqlStore::event_ids(&store.store).await;
+        assert!(
+            ids.contains(&kept),
+            "{zone}: a row within its retention is kept"
+        );
+        assert!(
+            !ids.contains(&gone),
+            "{zone}: a row past its retention is deleted"
+        );
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+async fn the_purge_gives_the_same_answer_on_a_pool_in_another_time_zone() {
+    use sangho_webhook::store::IdempotencyStore;
+    let table = postgres_store("zonepool", 1).await;
+    let options = PgConnectOptions::from_str(&common::postgres_url())
+        .unwrap()
+        .options([("TimeZone", "Pacific/Kiritimati")]);
+    let pool = PgPoolOptions::new()
+        .max_connections(2)
+        .connect_with(options)
+        .await
+        .unwrap();
+    let store = PostgresStore::new(pool).with_table(table.table().clone());
+    // Processed 70 hours ago through a server whose sessions are in UTC, with a 72-hour
+    // retention; purged from a replica whose sessions are at UTC+14.
+    let kept = unique_event_id("kept");
+    let token = common::acquire(&*table, &kept, Duration::from_secs(60)).await;
+    assert!(
+        table
+            .complete(&kept, TYPE, &token, Duration::from_secs(2 * 3600))
+            .await
+            .unwrap()
+    );
+    sqlx::query(AssertSqlSafe(format!(
+        "UPDATE {} SET processed_at = processed_at - INTERVAL '70 hours' WHERE event_id = $1",
+        store.table()
+    )))
+    .bind(&kept)
+    .execute(table.pool())
+    .await
+    .unwrap();
+    assert_eq!(
+        store.purge(Duration::from_secs(72 * 3600)).await.unwrap(),
+        0
+    );
+    assert_eq!(
+        common::claim(&store, &kept, LONG_LEASE).await.unwrap(),
+        Claim::Completed
+    );
 }

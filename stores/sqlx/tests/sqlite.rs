@@ -75,9 +75,9 @@ async fn migrate_switches_a_plain_pool_to_wal_and_runs_again() {
 }
 
 #[tokio::test]
-async fn purge_removes_exactly_old_completions_and_old_abandoned_claims() {
+async fn purge_removes_exactly_the_rows_past_their_own_expiry() {
     let store = sqlite_store(4).await;
-    bodies::purge_removes_exactly_old_completions_and_old_abandoned_claims(&store.store).await;
+    bodies::purge_removes_exactly_the_rows_past_their_own_expiry(&store.store).await;
 }
 
 #[tokio::test]
@@ -153,4 +153,23 @@ async fn migrate_refuses_a_table_without_the_event_columns() {
     let dir = tempfile::tempdir().unwrap();
     let store = sqlite_store_at(&dir.path().join("refuse.db"), 2).await;
     bodies::migrate_refuses_a_table_without_the_event_columns(&store).await;
+}
+
+#[tokio::test]
+async fn purge_task_stops_promptly_while_its_purge_waits_for_a_lock() {
+    use sangho_webhook_sqlx::sqlx::{Connection, Executor, sqlite::SqliteConnection};
+    let store = sqlite_store(2).await;
+    let url = store.pool().connect_options().get_filename().to_owned();
+    bodies::purge_task_stops_promptly_while_its_purge_waits_for_a_lock(
+        &store.store,
+        || async move {
+            // Another process's writer holds the database.
+            let mut writer = SqliteConnection::connect(&format!("sqlite://{}", url.display()))
+                .await
+                .unwrap();
+            writer.execute("BEGIN IMMEDIATE").await.unwrap();
+            writer
+        },
+    )
+    .await;
 }

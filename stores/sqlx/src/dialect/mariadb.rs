@@ -79,12 +79,19 @@ RETURNING claim_token";
 
 const STATE: &str = "SELECT state FROM {table} WHERE event_id = ?";
 
-/// Every row claimed more than the retention ago, but a live claim; through the
-/// `processed_at` index.
-const PURGE: &str = "\
+/// One purge batch of rows past their own expiry, under a statement timeout (seconds) and
+/// short lock waits; InnoDB deletes through the `expires_at` index.
+const PURGE_EXPIRED: &str = "\
+SET STATEMENT max_statement_time = 10, innodb_lock_wait_timeout = 1, lock_wait_timeout = 1 FOR
+DELETE FROM {table} WHERE expires_at <= UTC_TIMESTAMP(6) LIMIT ?";
+
+/// One purge batch of rows without an expiry (written by another tool) claimed more than the
+/// retention ago.
+const PURGE_UNEXPIRING: &str = "\
+SET STATEMENT max_statement_time = 10, innodb_lock_wait_timeout = 1, lock_wait_timeout = 1 FOR
 DELETE FROM {table}
-WHERE processed_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
-  AND (state = 'completed' OR expires_at <= UTC_TIMESTAMP(6))";
+WHERE expires_at IS NULL AND processed_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
+LIMIT ?";
 
 /// The time zone of the store's own connections: a `TIMESTAMP` column (the `processed_at` of
 /// an adopted table) then reads and writes UTC, like the store's own `DATETIME` columns.
@@ -201,12 +208,34 @@ impl Dialect for MariaDb {
         migrated
     }
 
-    async fn purge(store: &SqlStore<Self>, retention: Duration) -> Result<u64, Error> {
-        let result = sqlx::query(AssertSqlSafe(store.table().sql(PURGE)))
-            .bind(micros(retention))
-            .execute(store.pool())
+    const CRON_PURGE: &'static str = "\
+DELETE FROM processed_webhook_events WHERE expires_at <= UTC_TIMESTAMP(6) LIMIT 1000;";
+
+    async fn purge_batch(
+        store: &SqlStore<Self>,
+        retention: Duration,
+        batch: u64,
+    ) -> Result<u64, Error> {
+        let mut connection = store.pool().acquire().await?;
+        // For the next transaction only: each statement below is one.
+        connection
+            .execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
             .await?;
-        Ok(result.rows_affected())
+        let expired = sqlx::query(AssertSqlSafe(store.table().sql(PURGE_EXPIRED)))
+            .bind(batch)
+            .execute(&mut *connection)
+            .await?
+            .rows_affected();
+        connection
+            .execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
+            .await?;
+        let unexpiring = sqlx::query(AssertSqlSafe(store.table().sql(PURGE_UNEXPIRING)))
+            .bind(micros(retention))
+            .bind(batch)
+            .execute(&mut *connection)
+            .await?
+            .rows_affected();
+        Ok(expired + unexpiring)
     }
 }
 

@@ -98,12 +98,20 @@ pub trait Dialect: sealed::Sealed + Send + Sync + Sized + 'static {
     #[doc(hidden)]
     fn migrate(store: &SqlStore<Self>) -> impl Future<Output = Result<(), Error>> + Send;
 
-    /// Deletes the store's rows that are past their expiry and older than `retention`.
+    /// Deletes at most `batch` rows past their own expiry, and at most `batch` rows without
+    /// one (written by another tool) claimed more than `retention` ago, each in one short
+    /// transaction at READ COMMITTED with statement and lock timeouts: how many it deleted.
     #[doc(hidden)]
-    fn purge(
+    fn purge_batch(
         store: &SqlStore<Self>,
         retention: Duration,
+        batch: u64,
     ) -> impl Future<Output = Result<u64, Error>> + Send;
+
+    /// The plain SQL of one purge batch for cron, for the default table: the same answer from
+    /// a session in any time zone.
+    #[doc(hidden)]
+    const CRON_PURGE: &'static str;
 }
 
 /// A dialect's statement templates; `{table}` stands for the table name, `{commit}` for

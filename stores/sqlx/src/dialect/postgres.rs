@@ -97,12 +97,28 @@ RETURNING claim_token";
 
 const STATE: &str = "SELECT state FROM {table} WHERE event_id = $1";
 
-/// Every row claimed more than the retention ago, but a live claim. The cut-off is cast to the
-/// column's type (`TIMESTAMP`), so that the `processed_at` index applies.
+/// One purge batch, in a transaction of its own: the rows past their own expiry, then the rows
+/// without one (written by another tool) claimed more than `$2` µs ago. `SKIP LOCKED`: a row
+/// a claim is taking over right now is left for the next purge, so no claim ever waits for
+/// the purge's row locks.
 const PURGE: &str = "\
-DELETE FROM {table}
-WHERE processed_at < CAST(statement_timestamp() - $1 * INTERVAL '1 microsecond' AS TIMESTAMP)
-  AND (state = 'completed' OR expires_at <= statement_timestamp())";
+SET LOCAL statement_timeout = '10s';
+SET LOCAL lock_timeout = '1s';
+WITH expired AS (
+    DELETE FROM {table} WHERE event_id IN (
+        SELECT event_id FROM {table}
+        WHERE expires_at <= statement_timestamp()
+        LIMIT $1 FOR UPDATE SKIP LOCKED)
+    RETURNING 1
+), unexpiring AS (
+    DELETE FROM {table} WHERE event_id IN (
+        SELECT event_id FROM {table}
+        WHERE expires_at IS NULL
+          AND processed_at < CAST(statement_timestamp() - $2 * INTERVAL '1 microsecond' AS TIMESTAMP)
+        LIMIT $1 FOR UPDATE SKIP LOCKED)
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM expired) + (SELECT count(*) FROM unexpiring)";
 
 /// The table's columns (none: no table).
 const COLUMNS: &str = "\
@@ -210,12 +226,33 @@ impl Dialect for Postgres {
         Ok(())
     }
 
-    async fn purge(store: &SqlStore<Self>, retention: Duration) -> Result<u64, Error> {
-        let result = sqlx::query(AssertSqlSafe(store.table().sql(PURGE)))
-            .bind(micros(retention))
-            .execute(store.pool())
+    const CRON_PURGE: &'static str = "\
+DELETE FROM processed_webhook_events WHERE event_id IN (
+    SELECT event_id FROM processed_webhook_events
+    WHERE expires_at <= now()
+    LIMIT 1000 FOR UPDATE SKIP LOCKED);";
+
+    async fn purge_batch(
+        store: &SqlStore<Self>,
+        retention: Duration,
+        batch: u64,
+    ) -> Result<u64, Error> {
+        let mut statements = store.table().sql(PURGE).to_string();
+        let select = statements.split_off(statements.find("WITH").unwrap_or(0));
+        let mut transaction = store
+            .pool()
+            .begin_with("BEGIN ISOLATION LEVEL READ COMMITTED")
             .await?;
-        Ok(result.rows_affected())
+        transaction
+            .execute(sqlx::raw_sql(AssertSqlSafe(statements)))
+            .await?;
+        let deleted: i64 = sqlx::query_scalar(AssertSqlSafe(select))
+            .bind(i64::try_from(batch).unwrap_or(i64::MAX))
+            .bind(micros(retention))
+            .fetch_one(&mut *transaction)
+            .await?;
+        transaction.commit().await?;
+        Ok(u64::try_from(deleted).unwrap_or(0))
     }
 }
 

@@ -110,15 +110,22 @@ RETURNING claim_token"
 
 const STATE: &str = "SELECT state FROM {table} WHERE event_id = ?1";
 
-/// Every row claimed more than the retention ago, but a live claim; through the
-/// `processed_at` index.
-const PURGE: &str = concat!(
-    "DELETE FROM {table}
-WHERE processed_at < strftime('%Y-%m-%d %H:%M:%f', 'now', ?1)
-  AND (state = 'completed' OR expires_at <= ",
+/// One purge batch of rows past their own expiry (SQLite runs one writer at a time: a short
+/// write transaction, which claims wait for through their busy timeout).
+const PURGE_EXPIRED: &str = concat!(
+    "DELETE FROM {table} WHERE event_id IN (
+    SELECT event_id FROM {table} WHERE expires_at <= ",
     now!(),
-    ")"
+    " LIMIT ?1)"
 );
+
+/// One purge batch of rows without an expiry (written by another tool) claimed more than the
+/// retention (`?2`, a modifier such as `-259200.000000 seconds`) ago.
+const PURGE_UNEXPIRING: &str = "\
+DELETE FROM {table} WHERE event_id IN (
+    SELECT event_id FROM {table}
+    WHERE expires_at IS NULL AND processed_at < strftime('%Y-%m-%d %H:%M:%f', 'now', ?2)
+    LIMIT ?1)";
 
 /// The columns added to a table of the provider's documented schema, and their definitions
 /// (SQLite adds a column only with a constant default).
@@ -212,14 +219,33 @@ impl Dialect for Sqlite {
         }
     }
 
-    async fn purge(store: &SqlStore<Self>, retention: Duration) -> Result<u64, Error> {
+    const CRON_PURGE: &'static str = concat!(
+        "DELETE FROM processed_webhook_events WHERE event_id IN (
+    SELECT event_id FROM processed_webhook_events
+    WHERE expires_at <= ",
+        now!(),
+        "
+    LIMIT 1000);"
+    );
+
+    async fn purge_batch(
+        store: &SqlStore<Self>,
+        retention: Duration,
+        batch: u64,
+    ) -> Result<u64, Error> {
         let micros = micros(retention);
         let age = format!("-{}.{:06} seconds", micros / 1_000_000, micros % 1_000_000);
-        let result = sqlx::query(AssertSqlSafe(store.table().sql(PURGE)))
-            .bind(age)
-            .execute(store.pool())
-            .await?;
-        Ok(result.rows_affected())
+        let batch = i64::try_from(batch).unwrap_or(i64::MAX);
+        let mut deleted = 0;
+        for sql in [PURGE_EXPIRED, PURGE_UNEXPIRING] {
+            deleted += sqlx::query(AssertSqlSafe(store.table().sql(sql)))
+                .bind(batch)
+                .bind(&age)
+                .execute(store.pool())
+                .await?
+                .rows_affected();
+        }
+        Ok(deleted)
     }
 }
 

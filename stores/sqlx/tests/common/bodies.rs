@@ -215,37 +215,36 @@ pub async fn completed_event_is_a_duplicate_after_the_pool_is_reopened<S, F>(
     assert_eq!(claim(&reopened, &id, LONG).await.unwrap(), Claim::Completed);
 }
 
-/// The purge with a 72-hour retention deletes exactly the old completions, old seed-style rows
-/// and old abandoned claims, and nothing else.
-pub async fn purge_removes_exactly_old_completions_and_old_abandoned_claims<S: SqlStore>(
-    store: &S,
-) {
-    // Removed: a completion four days old, a seed-style row four days old, a claim abandoned
-    // four days ago.
-    let old = unique_event_id("old");
-    let token = acquire(store, &old, LONG).await;
-    assert!(complete(store, &old, &token, LONG).await);
-    store.backdate(&old).await;
-    let seed_old = unique_event_id("seedold");
-    store.insert_seed_row(&seed_old, true).await;
+/// The purge deletes exactly the rows past their own expiry (a completion past its
+/// retention, a claim past its lease) and the rows another tool wrote without an expiry more
+/// than the retention (72 h) ago; never a live record, however old its `processed_at`.
+pub async fn purge_removes_exactly_the_rows_past_their_own_expiry<S: SqlStore>(store: &S) {
+    const SHORT: Duration = Duration::from_millis(10);
+    // Removed.
+    let expired = unique_event_id("expired");
+    let token = acquire(store, &expired, LONG).await;
+    assert!(complete(store, &expired, &token, SHORT).await);
     let abandoned = unique_event_id("abandoned");
-    acquire(store, &abandoned, Duration::from_millis(10)).await;
-    store.backdate(&abandoned).await;
+    acquire(store, &abandoned, SHORT).await;
+    let foreign_old = unique_event_id("foreignold");
+    store.insert_seed_row(&foreign_old, true).await;
 
-    // Kept: a recent completion, a recent seed-style row, a live claim (even an old one), a
-    // claim abandoned recently (the next delivery takes it over).
-    let recent = unique_event_id("recent");
-    let token = acquire(store, &recent, LONG).await;
-    assert!(complete(store, &recent, &token, LONG).await);
-    let seed_recent = unique_event_id("seednew");
-    store.insert_seed_row(&seed_recent, false).await;
+    // Kept: a completion within its retention (even one claimed four days ago), a live claim
+    // (even one claimed four days ago), a recent row of another tool.
+    let completed = unique_event_id("completed");
+    let token = acquire(store, &completed, LONG).await;
+    assert!(complete(store, &completed, &token, LONG).await);
+    let completed_long_ago = unique_event_id("compold");
+    let token = acquire(store, &completed_long_ago, LONG).await;
+    assert!(complete(store, &completed_long_ago, &token, LONG).await);
+    store.backdate(&completed_long_ago).await;
     let live = unique_event_id("live");
     acquire(store, &live, LONG).await;
     let live_old = unique_event_id("liveold");
     acquire(store, &live_old, LONG).await;
     store.backdate(&live_old).await;
-    let abandoned_recently = unique_event_id("abandonnew");
-    acquire(store, &abandoned_recently, Duration::from_millis(10)).await;
+    let foreign_recent = unique_event_id("foreignnew");
+    store.insert_seed_row(&foreign_recent, false).await;
 
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(
@@ -255,11 +254,11 @@ pub async fn purge_removes_exactly_old_completions_and_old_abandoned_claims<S: S
     assert_eq!(
         store.event_ids().await,
         BTreeSet::from([
-            recent,
-            seed_recent.clone(),
+            completed,
+            completed_long_ago,
             live,
             live_old,
-            abandoned_recently
+            foreign_recent.clone()
         ])
     );
     assert_eq!(
@@ -268,20 +267,19 @@ pub async fn purge_removes_exactly_old_completions_and_old_abandoned_claims<S: S
     );
     // A row written by another tool (no state of its own) counts as completed.
     assert_eq!(
-        claim(store, &seed_recent, LONG).await.unwrap(),
+        claim(store, &foreign_recent, LONG).await.unwrap(),
         Claim::Completed
     );
 }
 
-/// `spawn_purge` with a zero retention empties the table of completions, and stops promptly.
+/// `spawn_purge` empties the table of expired completions, and stops promptly.
 pub async fn purge_task_purges_until_stopped<S: SqlStore>(store: &S) {
     let done = unique_event_id("done");
     let token = acquire(store, &done, LONG).await;
-    assert!(complete(store, &done, &token, LONG).await);
+    assert!(complete(store, &done, &token, Duration::from_millis(10)).await);
     tokio::time::sleep(Duration::from_millis(20)).await;
 
-    // A zero retention: every completed row is old enough.
-    let task = store.spawn_purge(Duration::ZERO, Duration::from_millis(50));
+    let task = store.spawn_purge(LONG, Duration::from_millis(50));
     let deadline = Instant::now() + Duration::from_secs(5);
     while !store.event_ids().await.is_empty() {
         assert!(Instant::now() < deadline, "the task never purged");
@@ -290,6 +288,32 @@ pub async fn purge_task_purges_until_stopped<S: SqlStore>(store: &S) {
     tokio::time::timeout(Duration::from_secs(5), task.stop())
         .await
         .expect("stop returns promptly");
+}
+
+/// A purge task whose purge waits for the lock that `block` takes (and holds until the
+/// answered guard is dropped) still stops within half a second.
+pub async fn purge_task_stops_promptly_while_its_purge_waits_for_a_lock<S, G, F>(
+    store: &S,
+    block: impl FnOnce() -> F,
+) where
+    S: SqlStore,
+    F: Future<Output = G>,
+{
+    // Something to purge, so that the purge writes.
+    let id = unique_event_id("blocked");
+    let token = acquire(store, &id, LONG).await;
+    assert!(complete(store, &id, &token, Duration::from_millis(1)).await);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let guard = block().await;
+    let task = store.spawn_purge(LONG, Duration::from_millis(10));
+    // Let the purge start and wait for the lock.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = Instant::now();
+    let stopped = tokio::time::timeout(Duration::from_secs(10), task.stop()).await;
+    let took = started.elapsed();
+    drop(guard);
+    stopped.expect("stop returns");
+    assert!(took < Duration::from_millis(500), "stop took {took:?}");
 }
 
 /// A claim on a store whose database cannot be reached fails within its acquire timeout (well
