@@ -153,3 +153,97 @@ async fn releases_are_not_flushed_before_they_answer() {
     acquire(&store, &id, LONG).await;
     assert!(!store.release(&id, &ClaimToken::generate()).await.unwrap());
 }
+
+/// The pid of the server's WAL writer.
+async fn wal_writer_pid(admin: &PgPool) -> i32 {
+    let (pid,): (i32,) =
+        sqlx::query_as("SELECT pid FROM pg_stat_activity WHERE backend_type = 'walwriter'")
+            .fetch_one(admin)
+            .await
+            .expect("the WAL writer");
+    pid
+}
+
+fn signal(pid: i32, signal: &str) {
+    let status = std::process::Command::new("kill")
+        .args([signal, &pid.to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success(), "kill {signal} {pid}");
+}
+
+/// A delivery through `service`, with a bound.
+async fn deliver<S, B>(service: &S, id: &str) -> http::StatusCode
+where
+    S: tower::Service<
+            http::Request<http_body_util::Full<bytes::Bytes>>,
+            Response = http::Response<B>,
+        > + Clone,
+    S::Error: std::fmt::Debug,
+    B: http_body::Body,
+    B::Error: std::fmt::Debug,
+{
+    let request = sangho_webhook::testing::Delivery::event(id, TYPE)
+        .signed(&common::secret(), sangho_webhook::testing::fixtures::NOW)
+        .into_request();
+    tokio::time::timeout(
+        Duration::from_secs(20),
+        sangho_webhook::testing::send(service, request),
+    )
+    .await
+    .expect("a delivery is answered within 20 s")
+    .status
+}
+
+/// A crash restart of PostgreSQL while a handler runs (the claim's commit had not reached
+/// the disk through the WAL writer: it is paused, as it is for the moments after any commit):
+/// with the default, durable claims, the claim survives, so a redelivery meanwhile is answered
+/// 409, the handler's 2xx completes the event, and it runs once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL's server binaries (initdb, pg_ctl): run with --include-ignored"]
+async fn a_database_crash_restart_mid_handler_loses_no_claim_and_doubles_nothing() {
+    let server = PrivatePostgres::start(&["fsync = on", "synchronous_commit = on"]);
+    let (_, admin) = store_on(&server).await;
+    let store = PostgresStore::new(
+        PgPoolOptions::new()
+            .max_connections(4)
+            .acquire_timeout(Duration::from_secs(2))
+            .connect(&server.url())
+            .await
+            .unwrap(),
+    );
+    let handler = common::GatedHandler::default();
+    let service = tower::Layer::layer(&common::layer(store.clone()), handler.service());
+    let id = unique_event_id("crash");
+
+    // The WAL writer is paused: only a commit that flushes the WAL itself reaches the disk.
+    let wal_writer = wal_writer_pid(&admin).await;
+    signal(wal_writer, "-STOP");
+    let first = tokio::spawn({
+        let (service, id) = (service.clone(), id.clone());
+        async move { deliver(&service, &id).await }
+    });
+    handler.started().await;
+
+    // The crash (the paused WAL writer is killed with the rest), and the restart.
+    server.crash();
+    drop(admin);
+    server.start_again();
+
+    // A redelivery while the handler still runs: the claim survived.
+    assert_eq!(deliver(&service, &id).await, http::StatusCode::CONFLICT);
+    assert_eq!(handler.calls(), 1);
+
+    // The handler answers: the event is completed, and a redelivery is a duplicate.
+    handler.open();
+    assert_eq!(first.await.unwrap(), http::StatusCode::OK);
+    assert_eq!(deliver(&service, &id).await, http::StatusCode::OK);
+    assert_eq!(handler.calls(), 1, "the handler ran once");
+    let (state,): (String,) =
+        sqlx::query_as("SELECT state FROM processed_webhook_events WHERE event_id = $1")
+            .bind(&id)
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+    assert_eq!(state, "completed");
+}

@@ -403,3 +403,72 @@ pub async fn complete(
         .await
         .expect("complete")
 }
+
+/// A handler that counts its calls, says when one starts, and answers 200 only once it is let
+/// through ([`GatedHandler::open`]); for holding a delivery mid-handler while a test breaks
+/// something.
+#[derive(Clone)]
+pub struct GatedHandler {
+    calls: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    started: std::sync::Arc<tokio::sync::Semaphore>,
+    gate: std::sync::Arc<tokio::sync::Semaphore>,
+}
+
+impl Default for GatedHandler {
+    fn default() -> Self {
+        Self {
+            calls: Default::default(),
+            started: std::sync::Arc::new(tokio::sync::Semaphore::new(0)),
+            gate: std::sync::Arc::new(tokio::sync::Semaphore::new(0)),
+        }
+    }
+}
+
+impl GatedHandler {
+    /// How many times the handler was called.
+    pub fn calls(&self) -> usize {
+        self.calls.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Waits (at most 10 s) until a call has started.
+    pub async fn started(&self) {
+        tokio::time::timeout(Duration::from_secs(10), self.started.acquire())
+            .await
+            .expect("the handler starts within 10 s")
+            .expect("the semaphore is open")
+            .forget();
+    }
+
+    /// Lets every call waiting in the handler (and every later one) answer.
+    pub fn open(&self) {
+        self.gate
+            .add_permits(tokio::sync::Semaphore::MAX_PERMITS / 2);
+    }
+
+    /// The handler as a tower service.
+    pub fn service(
+        &self,
+    ) -> impl tower::Service<
+        http::Request<http_body_util::Full<bytes::Bytes>>,
+        Response = http::Response<http_body_util::Full<bytes::Bytes>>,
+        Error = std::convert::Infallible,
+        Future = impl Send,
+    > + Clone
+    + Send
+    + 'static {
+        let this = self.clone();
+        tower::service_fn(
+            move |_request: http::Request<http_body_util::Full<bytes::Bytes>>| {
+                let this = this.clone();
+                async move {
+                    this.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    this.started.add_permits(1);
+                    let _pass = this.gate.acquire().await.expect("the gate is open");
+                    Ok(http::Response::new(http_body_util::Full::new(
+                        bytes::Bytes::new(),
+                    )))
+                }
+            },
+        )
+    }
+}
