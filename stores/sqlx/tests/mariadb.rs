@@ -169,3 +169,18 @@ async fn purge_task_stops_promptly_while_its_purge_waits_for_a_lock() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs MariaDB: run with --features mariadb -- --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn two_instances_sharing_one_database_run_the_handler_once_per_event() {
+    let store = mariadb_store("twoapps", 16).await;
+    let second = mariadb_store_on(store.table().as_str(), 16).await;
+    bodies::two_instances_run_the_handler_once_per_event([store.store.clone(), second]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs MariaDB: run with --features mariadb -- --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn purge_of_a_backlog_beside_32_claimers_fails_no_claim() {
+    let store = mariadb_store("backlog", 40).await;
+    bodies::purge_of_a_backlog_beside_32_claimers_fails_no_claim(&store.store).await;
+}

@@ -468,3 +468,18 @@ async fn the_purge_gives_the_same_answer_on_a_pool_in_another_time_zone() {
         Claim::Completed
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+async fn two_instances_sharing_one_database_run_the_handler_once_per_event() {
+    let store = postgres_store("twoapps", 16).await;
+    let second = postgres_store_on(store.table().as_str(), 16).await;
+    bodies::two_instances_run_the_handler_once_per_event([store.store.clone(), second]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+async fn purge_of_a_backlog_beside_32_claimers_fails_no_claim() {
+    let store = postgres_store("backlog", 40).await;
+    bodies::purge_of_a_backlog_beside_32_claimers_fails_no_claim(&store.store).await;
+}

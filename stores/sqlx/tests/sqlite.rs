@@ -173,3 +173,19 @@ async fn purge_task_stops_promptly_while_its_purge_waits_for_a_lock() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_instances_sharing_one_database_run_the_handler_once_per_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("shared.db");
+    let first = sqlite_store_at(&path, 8).await;
+    first.migrate().await.unwrap();
+    let second = sqlite_store_at(&path, 8).await;
+    bodies::two_instances_run_the_handler_once_per_event([first, second]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn purge_of_a_backlog_beside_32_claimers_fails_no_claim() {
+    let store = sqlite_store(8).await;
+    bodies::purge_of_a_backlog_beside_32_claimers_fails_no_claim(&store.store).await;
+}

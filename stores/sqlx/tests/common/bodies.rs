@@ -47,6 +47,8 @@ pub trait SqlStore: IdempotencyStore + Purge {
     async fn run_script(&self, script: &str);
     /// The declared type of `column`, in lower case.
     async fn column_type(&self, column: &str) -> String;
+    /// Inserts `rows` completed events whose retention ran out a day ago.
+    async fn insert_expired_rows(&self, rows: u64);
     /// The ids of every row of the table, or `None` if there is no table.
     async fn event_ids_or_none(&self) -> Option<BTreeSet<String>> {
         if self.column_type("event_id").await.is_empty() {
@@ -340,4 +342,114 @@ pub async fn unavailable_store_gets_503_without_calling_the_handler(store: impl 
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     assert!(started.elapsed() < Duration::from_secs(3));
     assert_eq!(handler.calls(), 0);
+}
+
+/// A count from the environment variable `name`, or `default`.
+pub fn env_count(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(default)
+}
+
+/// [`SANGHO_TRIALS`](env_count) trials (default 50) of 200 concurrent deliveries of one event,
+/// alternating between two app instances (each its own layer and pool) sharing one database:
+/// the handler runs exactly once every time, and every delivery is answered 200 or 409.
+pub async fn two_instances_run_the_handler_once_per_event<S>(instances: [S; 2])
+where
+    S: IdempotencyStore + Clone,
+{
+    const DELIVERIES: usize = 200;
+    let trials = env_count("SANGHO_TRIALS", 50);
+    let handler = CountingHandler::new().with_delay(Duration::from_millis(20));
+    let services = instances.map(|store| tower::Layer::layer(&layer(store), handler.clone()));
+    let started = Instant::now();
+    for trial in 0..trials {
+        let before = handler.calls();
+        let id = unique_event_id("trial");
+        let delivery = Delivery::event(&id, TYPE).signed(&secret(), fixtures::NOW);
+        let barrier = Arc::new(tokio::sync::Barrier::new(DELIVERIES));
+        let mut tasks = tokio::task::JoinSet::new();
+        for attempt in 0..DELIVERIES {
+            let service = services[attempt % 2].clone();
+            let (request, barrier) = (delivery.clone().into_request(), barrier.clone());
+            tasks.spawn(async move {
+                barrier.wait().await;
+                send(&service, request).await.status
+            });
+        }
+        while let Some(joined) = tasks.join_next().await {
+            let status = joined.expect("a delivery task");
+            assert!(
+                matches!(status, StatusCode::OK | StatusCode::CONFLICT),
+                "trial {trial}: a delivery got {status}"
+            );
+        }
+        assert_eq!(
+            handler.calls() - before,
+            1,
+            "trial {trial}: the handler ran once"
+        );
+    }
+    eprintln!(
+        "{trials} trials of {DELIVERIES} concurrent deliveries over two instances: 0 doubles, 0 losses, {:?}",
+        started.elapsed()
+    );
+}
+
+/// A purge of a backlog of [`SANGHO_PURGE_ROWS`](env_count) expired rows (default 100 000)
+/// beside 32 concurrent claimers of fresh events: no claim fails, none is doubled, and the
+/// whole backlog is deleted. Prints the claims' latency percentiles.
+pub async fn purge_of_a_backlog_beside_32_claimers_fails_no_claim<S>(store: &S)
+where
+    S: SqlStore + Clone,
+{
+    const CLAIMERS: usize = 32;
+    let rows = env_count("SANGHO_PURGE_ROWS", 100_000);
+    let loaded = Instant::now();
+    store.insert_expired_rows(rows).await;
+    eprintln!("{rows} expired rows inserted in {:?}", loaded.elapsed());
+
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut claimers = tokio::task::JoinSet::new();
+    for _ in 0..CLAIMERS {
+        let (store, done) = (store.clone(), done.clone());
+        claimers.spawn(async move {
+            let mut latencies = Vec::new();
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                let id = unique_event_id("beside");
+                let started = Instant::now();
+                let token = acquire(&store, &id, LONG).await;
+                latencies.push(started.elapsed());
+                assert!(complete(&store, &id, &token, LONG).await, "{id} completes");
+                assert_eq!(
+                    claim(&store, &id, LONG).await.expect("no claim fails"),
+                    Claim::Completed,
+                    "{id} is not doubled"
+                );
+            }
+            latencies
+        });
+    }
+    // The claimers are running.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let purging = Instant::now();
+    let deleted = store.purge(LONG).await.expect("the purge");
+    let purge_took = purging.elapsed();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut latencies = Vec::new();
+    while let Some(joined) = claimers.join_next().await {
+        latencies.extend(joined.expect("a claimer"));
+    }
+    assert_eq!(deleted, rows, "the whole backlog is deleted");
+    latencies.sort();
+    let at = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
+    eprintln!(
+        "purge of {rows} rows beside {CLAIMERS} claimers: purge {purge_took:?}; {} claims, p50 {:?}, p99 {:?}, max {:?}",
+        latencies.len(),
+        at(0.5),
+        at(0.99),
+        latencies[latencies.len() - 1]
+    );
 }

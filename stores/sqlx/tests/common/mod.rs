@@ -256,7 +256,8 @@ pub async fn sqlite_store_at(path: &std::path::Path, connections: u32) -> Sqlite
 /// dialect's SQL for the hand-written rows (`{table}` stands for the table name).
 macro_rules! sql_store {
     ($store:ty, $db:ty, backdate: $backdate:expr, seed_old: $seed_old:expr, seed_recent: $seed_recent:expr,
-     provider_schema: $provider:expr, column_type: $column_type:expr $(,)?) => {
+     provider_schema: $provider:expr, column_type: $column_type:expr,
+     expired_rows: $expired_rows:expr $(,)?) => {
         #[async_trait]
         impl SqlStore for $store {
             type Db = $db;
@@ -294,6 +295,16 @@ macro_rules! sql_store {
             async fn event_ids(&self) -> BTreeSet<String> {
                 bodies::event_ids(self.pool(), self.table()).await
             }
+            async fn insert_expired_rows(&self, rows: u64) {
+                sqlx::raw_sql(AssertSqlSafe(
+                    $expired_rows
+                        .replace("{table}", self.table().as_str())
+                        .replace("{rows}", &rows.to_string()),
+                ))
+                .execute(self.pool())
+                .await
+                .expect("insert the backlog");
+            }
             fn provider_schema(table: &str) -> String {
                 $provider.replace("{table}", table)
             }
@@ -330,6 +341,10 @@ sql_store!(
          CREATE INDEX {table}_processed_at_idx ON {table} (processed_at);",
     column_type: "SELECT data_type::text FROM information_schema.columns
                   WHERE table_schema = current_schema() AND table_name = $1 AND column_name = $2",
+    expired_rows: "INSERT INTO {table} (event_id, event_type, processed_at, state, claim_token, expires_at)
+                   SELECT 'evt_backlog_' || g, 'payment_intent.succeeded', now() - INTERVAL '4 days',
+                          'completed', md5(g::text), now() - INTERVAL '1 day'
+                   FROM generate_series(1, {rows}) AS g",
 );
 
 sql_store!(
@@ -345,6 +360,12 @@ sql_store!(
          );
          CREATE INDEX {table}_processed_at_idx ON {table} (processed_at);",
     column_type: "SELECT type FROM pragma_table_info(?1) WHERE name = ?2",
+    expired_rows: "WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < {rows})
+                   INSERT INTO {table} (event_id, event_type, processed_at, state, claim_token, expires_at)
+                   SELECT 'evt_backlog_' || n, 'payment_intent.succeeded', datetime('now', '-4 days'),
+                          'completed', printf('%032d', n),
+                          CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) - 86400000
+                   FROM seq",
 );
 
 #[cfg(feature = "mariadb")]
@@ -362,6 +383,11 @@ sql_store!(
          CREATE INDEX {table}_processed_at_idx ON {table} (processed_at);",
     column_type: "SELECT CAST(column_type AS CHAR) FROM information_schema.columns
                   WHERE table_schema = DATABASE() AND table_name = ? AND column_name = ?",
+    expired_rows: "INSERT INTO {table} (event_id, event_type, processed_at, state, claim_token, expires_at)
+                   SELECT CONCAT('evt_backlog_', seq), 'payment_intent.succeeded',
+                          UTC_TIMESTAMP(6) - INTERVAL 4 DAY, 'completed', MD5(seq),
+                          UTC_TIMESTAMP(6) - INTERVAL 1 DAY
+                   FROM seq_1_to_{rows}",
 );
 
 pub fn secret() -> Secret {
