@@ -106,9 +106,8 @@ where
 /// This run's prefix of every event id: random, so that runs sharing a table never collide.
 fn run_prefix() -> u64 {
     static PREFIX: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *PREFIX.get_or_init(|| {
-        RandomState::new().hash_one((std::process::id(), SystemTime::now())) >> 16
-    })
+    *PREFIX
+        .get_or_init(|| RandomState::new().hash_one((std::process::id(), SystemTime::now())) >> 16)
 }
 
 /// A fresh event id: the run's random prefix and a counter that every operation of the run

@@ -23,9 +23,12 @@
 //!   token, so a delivery whose claim was taken over changes nothing.
 //! - **Migrations**: [`SqlStore::migrate`] from code, or the same schema as plain SQL in the
 //!   crate's `migrations/` (`postgres.sql`, `sqlite.sql`, `mariadb.sql`).
-//! - **Purge**: [`SqlStore::purge`] deletes the rows past their retention (completed events,
-//!   abandoned claims; never a live claim); [`PurgeTask`] runs it on an interval; each
-//!   store's docs give the plain SQL for cron.
+//! - **Purge**: [`SqlStore::purge`] deletes the rows past their own expiry (completed events,
+//!   abandoned claims; never a live record), in short batches that never hold up a claim;
+//!   [`PurgeTask`] runs it on an interval; [`SqlStore::cron_purge_sql`] is the plain SQL for
+//!   cron, time-zone safe.
+//! - **Durable by default**: claims, renewals and completions wait for the database's disk
+//!   flush; see [`PostgresStore`]'s `with_asynchronous_claims` for the opt-out and its price.
 //!
 //! ```
 //! use std::time::Duration;
@@ -169,6 +172,21 @@ pub type SqliteStore = SqlStore<dialect::Sqlite>;
 /// ```
 #[cfg(feature = "mariadb")]
 pub type MariaDbStore = SqlStore<dialect::MariaDb>;
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_readme_shows_every_dialect_s_cron_purge() {
+        use crate::dialect::Dialect;
+        let readme = include_str!("../README.md");
+        #[cfg(feature = "postgres")]
+        assert!(readme.contains(crate::dialect::Postgres::CRON_PURGE.trim_end_matches(';')));
+        #[cfg(feature = "sqlite")]
+        assert!(readme.contains(crate::dialect::Sqlite::CRON_PURGE.trim_end_matches(';')));
+        #[cfg(feature = "mariadb")]
+        assert!(readme.contains(crate::dialect::MariaDb::CRON_PURGE.trim_end_matches(';')));
+    }
+}
 
 /// The README's example, compiled as a doctest.
 #[cfg(doctest)]
