@@ -247,3 +247,62 @@ async fn a_database_crash_restart_mid_handler_loses_no_claim_and_doubles_nothing
             .unwrap();
     assert_eq!(state, "completed");
 }
+
+/// PostgreSQL crashes while the handler runs and is still down when the handler answers 2xx:
+/// the layer answers with the handler's response and retries the completion in the background
+/// until the database is back (restarted 2 s later), so a redelivery is then a duplicate and
+/// the handler ran once.
+///
+/// This needs the layer's completion retries (the core crate's, not this store's): set
+/// `SANGHO_TEST_COMPLETION_RETRIES=1` to run it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL's server binaries (initdb, pg_ctl): run with --include-ignored"]
+async fn a_completion_during_a_database_crash_is_retried_until_it_is_back() {
+    if std::env::var("SANGHO_TEST_COMPLETION_RETRIES").as_deref() != Ok("1") {
+        eprintln!(
+            "skipped: set SANGHO_TEST_COMPLETION_RETRIES=1 (needs the layer's completion retries)"
+        );
+        return;
+    }
+    let server = PrivatePostgres::start(&["fsync = on", "synchronous_commit = on"]);
+    let (_, admin) = store_on(&server).await;
+    drop(admin);
+    let store = PostgresStore::new(
+        PgPoolOptions::new()
+            .max_connections(4)
+            .acquire_timeout(Duration::from_secs(1))
+            .connect(&server.url())
+            .await
+            .unwrap(),
+    );
+    let handler = common::GatedHandler::default();
+    let service = tower::Layer::layer(&common::layer(store.clone()), handler.service());
+    let id = unique_event_id("retried");
+    let first = tokio::spawn({
+        let (service, id) = (service.clone(), id.clone());
+        async move { deliver(&service, &id).await }
+    });
+    handler.started().await;
+    server.crash();
+    // The handler answers while the database is down: the provider gets the 2xx.
+    handler.open();
+    assert_eq!(first.await.unwrap(), http::StatusCode::OK);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    server.start_again();
+
+    // Once the completion is retried, a redelivery is a duplicate (409 meanwhile).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match deliver(&service, &id).await {
+            http::StatusCode::OK => break,
+            status @ (http::StatusCode::CONFLICT | http::StatusCode::SERVICE_UNAVAILABLE)
+                if Instant::now() < deadline =>
+            {
+                eprintln!("redelivery: {status}");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            other => panic!("the completion was never retried: last redelivery {other}"),
+        }
+    }
+    assert_eq!(handler.calls(), 1, "the handler ran once");
+}
