@@ -90,7 +90,7 @@ pub use table::TableName;
 /// The idempotency store over PostgreSQL (feature `postgres`): durable, and shared by every
 /// replica that uses the same database. See [`SqlStore`] for how it works, and the
 /// [`connect`](SqlStore::<dialect::Postgres>::connect) and
-/// [`with_synchronous_claims`](SqlStore::<dialect::Postgres>::with_synchronous_claims) of
+/// [`with_asynchronous_claims`](SqlStore::<dialect::Postgres>::with_asynchronous_claims) of
 /// this dialect.
 ///
 /// ```no_run

@@ -184,6 +184,7 @@ impl<D: Dialect> SqlStore<D> {
         }
     }
 
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) fn set_synchronous_claims(self, synchronous: bool) -> Self {
         Self {
             queries: Arc::new(Queries::new::<D>(&self.table, synchronous)),

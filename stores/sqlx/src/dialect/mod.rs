@@ -30,6 +30,7 @@ const REQUIRED_COLUMNS: [&str; 2] = ["event_id", "event_type"];
 
 /// The columns the store adds to a table of the provider's documented schema (or of any
 /// version before).
+#[cfg_attr(not(any(feature = "postgres", feature = "mariadb")), allow(dead_code))]
 const STORE_COLUMNS: [&str; 4] = ["processed_at", "state", "claim_token", "expires_at"];
 
 /// Refuses an existing `table` (with the `present` columns, lower case) that lacks a column
@@ -54,6 +55,7 @@ fn refuse_unusable(table: &TableName, present: &[String]) -> Result<(), Error> {
 }
 
 /// Whether `present` has every column the store needs.
+#[cfg_attr(not(any(feature = "postgres", feature = "mariadb")), allow(dead_code))]
 fn has_store_columns(present: &[String]) -> bool {
     STORE_COLUMNS
         .iter()
