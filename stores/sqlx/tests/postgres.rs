@@ -483,3 +483,10 @@ async fn purge_of_a_backlog_beside_32_claimers_fails_no_claim() {
     let store = postgres_store("backlog", 40).await;
     bodies::purge_of_a_backlog_beside_32_claimers_fails_no_claim(&store.store).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+async fn a_handler_longer_than_the_lease_runs_once() {
+    let store = postgres_store("slow", 4).await;
+    bodies::a_handler_longer_than_the_lease_runs_once(store).await;
+}

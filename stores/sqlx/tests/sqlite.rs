@@ -189,3 +189,9 @@ async fn purge_of_a_backlog_beside_32_claimers_fails_no_claim() {
     let store = sqlite_store(8).await;
     bodies::purge_of_a_backlog_beside_32_claimers_fails_no_claim(&store.store).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_longer_than_the_lease_runs_once() {
+    let store = sqlite_store(4).await;
+    bodies::a_handler_longer_than_the_lease_runs_once(store).await;
+}

@@ -453,3 +453,43 @@ where
         latencies[latencies.len() - 1]
     );
 }
+
+/// A handler that runs three and a half times the one-second lease, with redeliveries every
+/// 300 ms meanwhile: they get 409 (the layer renews the claim), the handler runs once, its
+/// 2xx completes the event, and a redelivery afterwards is a duplicate.
+///
+/// This needs the layer's lease renewal (the core crate's; the store's `renew` is tested by
+/// the conformance suite): set `SANGHO_TEST_LEASE_RENEWAL=1` to run it.
+pub async fn a_handler_longer_than_the_lease_runs_once(store: impl IdempotencyStore) {
+    if std::env::var("SANGHO_TEST_LEASE_RENEWAL").as_deref() != Ok("1") {
+        eprintln!("skipped: set SANGHO_TEST_LEASE_RENEWAL=1 (needs the layer's lease renewal)");
+        return;
+    }
+    let handler = CountingHandler::new().with_delay(Duration::from_millis(3_500));
+    let service = tower::Layer::layer(
+        &layer(store).with_lease(Duration::from_secs(1)),
+        handler.clone(),
+    );
+    let id = unique_event_id("slow");
+    let delivery = Delivery::event(&id, TYPE).signed(&secret(), fixtures::NOW);
+    let first = tokio::spawn({
+        let (service, request) = (service.clone(), delivery.clone().into_request());
+        async move { send(&service, request).await.status }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    while !first.is_finished() {
+        let status = send(&service, delivery.clone().into_request()).await.status;
+        assert!(
+            matches!(status, StatusCode::CONFLICT | StatusCode::OK),
+            "a redelivery during the handler got {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert_eq!(first.await.unwrap(), StatusCode::OK);
+    assert_eq!(handler.calls(), 1, "the slow handler ran once");
+    assert_eq!(
+        send(&service, delivery.into_request()).await.status,
+        StatusCode::OK
+    );
+    assert_eq!(handler.calls(), 1, "and its 2xx completed the event");
+}
