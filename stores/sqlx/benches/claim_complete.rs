@@ -1,10 +1,13 @@
 //! Claim + complete of fresh events, 32 at a time, through `PostgresStore` / `SqliteStore`
-//! and through the seed's recipe written by hand with raw sqlx on the same pool: `SELECT` the
+//! and through the provider's documented recipe written by hand with raw sqlx on the same pool: `SELECT` the
 //! id, then `INSERT … ON CONFLICT (event_id) DO NOTHING` (two round trips, and racy: that is
 //! what the store fixes). Side by side, one criterion group per database.
 //!
-//! For PostgreSQL, a third line shows the store with durable claims
-//! (`with_synchronous_claims(true)`: two flushed commits per event instead of one).
+//! The store's claims are durable by default (two flushed commits per event, the claim's and
+//! the completion's, where the raw recipe has one); for PostgreSQL a third line shows the
+//! store with `with_asynchronous_claims(true)` (one flushed commit per event).
+//!
+//! Every operation uses a fresh event id: a random prefix per run and a counter.
 //!
 //! After each criterion group, an interleaved comparison (the variants take turns, round after
 //! round) prints medians and throughput ratios that a busy, shared machine disturbs less.
@@ -53,7 +56,7 @@ async fn through_store(store: &dyn IdempotencyStore, id: &str) {
     }
 }
 
-/// The seed's recipe: is it there? No: (process it, then) record it.
+/// The provider's documented recipe: is it there? No: (process it, then) record it.
 async fn by_hand<DB>(pool: &Pool<DB>, select: &Arc<str>, insert: &Arc<str>, id: &str)
 where
     DB: Database,
@@ -79,7 +82,7 @@ where
 /// Runs `iters` operations spread over [`CONCURRENCY`] tasks; answers the wall time.
 async fn concurrently<F, Fut>(iters: u64, operation: F) -> Duration
 where
-    F: Fn(u64) -> Fut + Send + Sync + 'static,
+    F: Fn() -> Fut + Send + Sync + 'static,
     Fut: Future<Output = ()> + Send,
 {
     let operation = Arc::new(operation);
@@ -89,8 +92,8 @@ where
         let count = iters / CONCURRENCY + u64::from(task < iters % CONCURRENCY);
         let operation = operation.clone();
         tasks.spawn(async move {
-            for n in 0..count {
-                operation(task * 1_000_000_000 + n).await;
+            for _ in 0..count {
+                operation().await;
             }
         });
     }
@@ -100,20 +103,22 @@ where
     started.elapsed()
 }
 
-/// 64 bits that differ on every call, in every process: std's randomly keyed hasher over the
-/// process id, a counter and the time.
-fn unique() -> u64 {
-    static CALLS: AtomicU64 = AtomicU64::new(0);
-    RandomState::new().hash_one((
-        std::process::id(),
-        CALLS.fetch_add(1, Ordering::Relaxed),
-        SystemTime::now(),
-    ))
+/// This run's prefix of every event id: random, so that runs sharing a table never collide.
+fn run_prefix() -> u64 {
+    static PREFIX: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *PREFIX
+        .get_or_init(|| RandomState::new().hash_one((std::process::id(), SystemTime::now())) >> 16)
 }
 
-/// A fresh event id for operation `n` of a batch.
-fn event_id(batch: u64, n: u64) -> String {
-    format!("evt_{batch:016x}_{n}")
+/// A fresh event id: the run's random prefix and a counter that every operation of the run
+/// advances, so that no two iterations (nor two criterion samples) ever share an id.
+fn event_id() -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "evt_{:012x}_{}",
+        run_prefix(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 /// The two variants of one database, side by side.
@@ -153,10 +158,9 @@ fn compare<DB, S>(
     group.bench_function("raw_select_then_insert_on_conflict", |b| {
         b.to_async(runtime).iter_custom(|iters| {
             let (pool, select, insert) = (pool.clone(), select.clone(), insert.clone());
-            let batch = unique();
-            concurrently(iters, move |n| {
+            concurrently(iters, move || {
                 let (pool, select, insert) = (pool.clone(), select.clone(), insert.clone());
-                let id = event_id(batch, n);
+                let id = event_id();
                 async move { by_hand(&pool, &select, &insert, &id).await }
             })
         });
@@ -165,10 +169,9 @@ fn compare<DB, S>(
         group.bench_function(*variant, |b| {
             b.to_async(runtime).iter_custom(|iters| {
                 let store = store.clone();
-                let batch = unique();
-                concurrently(iters, move |n| {
+                concurrently(iters, move || {
                     let store = store.clone();
-                    let id = event_id(batch, n);
+                    let id = event_id();
                     async move { through_store(&store, &id).await }
                 })
             });
@@ -181,17 +184,16 @@ fn compare<DB, S>(
     let mut times: Vec<Vec<Duration>> = vec![Vec::new(); stores.len() + 1];
     for _ in 0..ROUNDS {
         let (pool, select, insert) = (pool.clone(), select.clone(), insert.clone());
-        let batch = unique();
-        times[0].push(runtime.block_on(concurrently(ROUND_OPS, move |n| {
+        times[0].push(runtime.block_on(concurrently(ROUND_OPS, move || {
             let (pool, select, insert) = (pool.clone(), select.clone(), insert.clone());
-            let id = event_id(batch, n);
+            let id = event_id();
             async move { by_hand(&pool, &select, &insert, &id).await }
         })));
         for (variant, (_, store)) in stores.iter().enumerate() {
-            let (store, batch) = (store.clone(), unique());
-            times[variant + 1].push(runtime.block_on(concurrently(ROUND_OPS, move |n| {
+            let store = store.clone();
+            times[variant + 1].push(runtime.block_on(concurrently(ROUND_OPS, move || {
                 let store = store.clone();
-                let id = event_id(batch, n);
+                let id = event_id();
                 async move { through_store(&store, &id).await }
             })));
         }
@@ -217,7 +219,7 @@ fn compare<DB, S>(
     }
 }
 
-/// The seed's schema, for the raw recipe's table.
+/// the provider's documented schema, for the raw recipe's table.
 fn seed_schema(table: &str, timestamp_default: &str) -> String {
     format!(
         "CREATE TABLE {table} (
@@ -244,7 +246,7 @@ fn postgres(c: &mut Criterion, runtime: &Runtime) {
             return;
         }
     };
-    let run = format!("{:012x}", unique() >> 16);
+    let run = format!("{:012x}", run_prefix());
     let (store_table, raw_table) = (
         format!("sangho_bench_{run}_store"),
         format!("sangho_bench_{run}_raw"),
@@ -257,13 +259,13 @@ fn postgres(c: &mut Criterion, runtime: &Runtime) {
         sqlx::raw_sql(AssertSqlSafe(seed_schema(&raw_table, "NOW()")))
             .execute(&pool)
             .await
-            .expect("the seed's table");
+            .expect("the provider's table");
     });
 
-    let durable = store.clone().with_synchronous_claims(true);
+    let asynchronous = store.clone().with_asynchronous_claims(true);
     let stores = vec![
         ("store_claim_then_complete", store),
-        ("store_with_synchronous_claims", durable),
+        ("store_with_asynchronous_claims", asynchronous),
     ];
     compare(c, runtime, "postgres", stores, pool.clone(), &raw_table);
 
@@ -300,7 +302,7 @@ fn sqlite(c: &mut Criterion, runtime: &Runtime) {
         sqlx::raw_sql(AssertSqlSafe(seed_schema(raw_table, "CURRENT_TIMESTAMP")))
             .execute(&pool)
             .await
-            .expect("the seed's table");
+            .expect("the provider's table");
     });
 
     let stores = vec![("store_claim_then_complete", store)];

@@ -26,6 +26,28 @@ pub enum Error {
         /// The rejected name.
         name: String,
     },
+    /// [`migrate`](crate::SqlStore::migrate) found a table of that name without columns it
+    /// cannot add: it is not an idempotency table (the provider's documented schema has
+    /// `event_id` and `event_type`), and the store leaves it alone.
+    #[error(
+        "table {table} cannot be used to record webhook events: it has no column {}",
+        missing.join(", no column ")
+    )]
+    IncompatibleTable {
+        /// The table.
+        table: String,
+        /// The columns it lacks.
+        missing: Vec<String>,
+    },
+    /// [`migrate`](crate::SqlStore::migrate) waited for another migration (another replica
+    /// starting) for longer than it allows; nothing was changed. Try again.
+    #[error("another migration of table {table} held the migration lock for {waited:?}")]
+    MigrationLocked {
+        /// The table.
+        table: String,
+        /// How long it waited.
+        waited: Duration,
+    },
     /// The database reported an error (kept as the source).
     #[error("database error")]
     Database(#[from] sqlx::Error),
@@ -44,23 +66,3 @@ pub(crate) fn store_error(error: sqlx::Error, acquire_timeout: Duration) -> Stor
 /// The longest lease, retention or purge age the stores write: longer ones are shortened to
 /// this (about 1000 years), so that timestamp arithmetic never overflows.
 pub(crate) const MAX_SPAN: Duration = Duration::from_secs(1000 * 365 * 24 * 3600);
-
-/// `duration` in seconds, for PostgreSQL intervals.
-#[cfg(feature = "postgres")]
-pub(crate) fn seconds(duration: Duration) -> f64 {
-    duration.min(MAX_SPAN).as_secs_f64()
-}
-
-/// `duration` in whole milliseconds, for SQLite's millisecond timestamps.
-#[cfg(feature = "sqlite")]
-pub(crate) fn milliseconds(duration: Duration) -> i64 {
-    // MAX_SPAN in milliseconds fits an i64 by far.
-    i64::try_from(duration.min(MAX_SPAN).as_millis()).unwrap_or(i64::MAX)
-}
-
-/// `duration` in whole microseconds, for MariaDB intervals.
-#[cfg(feature = "mysql")]
-pub(crate) fn microseconds(duration: Duration) -> i64 {
-    // MAX_SPAN in microseconds fits an i64.
-    i64::try_from(duration.min(MAX_SPAN).as_micros()).unwrap_or(i64::MAX)
-}

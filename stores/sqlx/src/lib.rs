@@ -1,25 +1,34 @@
-//! SQL idempotency stores for [`sangho_webhook`]: [`PostgresStore`] (feature `postgres`) and
-//! [`SqliteStore`] (feature `sqlite`), both on by default, and `MariaDbStore` (feature `mysql`,
-//! MariaDB 10.5 or later).
+//! SQL idempotency stores for [`sangho_webhook`], over [sqlx](https://docs.rs/sqlx):
 //!
-//! The layer remembers each event it processed in a table that keeps the seed's schema
-//! (`event_id VARCHAR(50) PRIMARY KEY, event_type VARCHAR(100) NOT NULL, processed_at
-//! TIMESTAMP` with an index on `processed_at`) and adds what a correct state machine needs:
-//! `state` (`in_flight` or `completed`), `claim_token` (the owner of a claim) and `expires_at`
-//! (the lease of a claim in flight, the retention of a completed event).
+//! | store | feature | database |
+//! | --- | --- | --- |
+//! | [`PostgresStore`] | `postgres` (default) | PostgreSQL: several replicas sharing one database |
+//! | [`SqliteStore`] | `sqlite` (default, SQLite bundled) | SQLite: one server, or processes on one machine |
+//! | `MariaDbStore` | `mariadb` | MariaDB 10.5 or later, shared by several replicas. MySQL is not supported: the statements need `INSERT … RETURNING`, which only MariaDB has |
 //!
-//! - **Claim** in one statement, one round trip: `INSERT … ON CONFLICT (event_id) DO UPDATE …
-//!   WHERE <expired> RETURNING …`. No check-then-insert race: among any number of concurrent
-//!   deliveries of one event, across any number of servers sharing the database, exactly one
-//!   runs the handler.
-//! - **Complete** and **release**: one `UPDATE` / `DELETE` each, checked against the owner's
+//! All three are one engine, [`SqlStore`], over a [`Dialect`](dialect::Dialect) that supplies
+//! the database's SQL.
+//!
+//! The layer remembers each event it processed in a table that keeps the provider's
+//! documented schema (`event_id VARCHAR(50) PRIMARY KEY, event_type VARCHAR(100) NOT NULL,
+//! processed_at TIMESTAMP` with an index on `processed_at`) and adds what a correct state
+//! machine needs: `state` (`in_flight` or `completed`), `claim_token` (the owner of a record)
+//! and `expires_at` (the lease of a claim in flight, the retention of a completed event).
+//!
+//! - **Claim** in one statement: `INSERT … ON CONFLICT (event_id) DO UPDATE … WHERE <expired>
+//!   RETURNING …`. No check-then-insert race: among any number of concurrent deliveries of
+//!   one event, across any number of servers sharing the database, exactly one runs the
+//!   handler.
+//! - **Renew**, **complete** and **release**: one statement each, checked against the owner's
 //!   token, so a delivery whose claim was taken over changes nothing.
-//! - **Migrations**: [`PostgresStore::migrate`] / [`SqliteStore::migrate`] from code, or the
-//!   same schema as plain SQL in the crate's `migrations/` (`postgres.sql`, `sqlite.sql`).
-//! - **Purge**: [`PostgresStore::purge`] / [`SqliteStore::purge`] delete the rows older than
-//!   the retention (completed events, abandoned claims; never a live claim) through the
-//!   `processed_at` index; [`PurgeTask`] runs it on an interval; the docs of `purge` give the
-//!   plain SQL for cron.
+//! - **Migrations**: [`SqlStore::migrate`] from code, or the same schema as plain SQL in the
+//!   crate's `migrations/` (`postgres.sql`, `sqlite.sql`, `mariadb.sql`).
+//! - **Purge**: [`SqlStore::purge`] deletes the rows past their own expiry (completed events,
+//!   abandoned claims; never a live record), in short batches that never hold up a claim;
+//!   [`PurgeTask`] runs it on an interval; [`SqlStore::cron_purge_sql`] is the plain SQL for
+//!   cron, time-zone safe.
+//! - **Durable by default**: claims, renewals and completions wait for the database's disk
+//!   flush; see [`PostgresStore`]'s `with_asynchronous_claims` for the opt-out and its price.
 //!
 //! ```
 //! use std::time::Duration;
@@ -62,31 +71,122 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 // Without a database feature the crate has no store, and its helpers no caller.
 #![cfg_attr(
-    not(any(feature = "postgres", feature = "sqlite", feature = "mysql")),
+    not(any(feature = "postgres", feature = "sqlite", feature = "mariadb")),
     allow(dead_code)
 )]
 
-mod claim;
+pub mod dialect;
 mod error;
-#[cfg(feature = "mysql")]
-mod mysql;
-#[cfg(feature = "postgres")]
-mod postgres;
 mod purge;
-#[cfg(feature = "sqlite")]
-mod sqlite;
+mod store;
 mod table;
 
 pub use error::Error;
-#[cfg(feature = "mysql")]
-pub use mysql::MariaDbStore;
-#[cfg(feature = "postgres")]
-pub use postgres::PostgresStore;
 pub use purge::{Purge, PurgeTask};
-#[cfg(feature = "sqlite")]
-pub use sqlite::SqliteStore;
 pub use sqlx;
+pub use store::SqlStore;
 pub use table::TableName;
+
+/// The idempotency store over PostgreSQL (feature `postgres`): durable, and shared by every
+/// replica that uses the same database. See [`SqlStore`] for how it works, and the
+/// [`connect`](SqlStore::<dialect::Postgres>::connect) and
+/// [`with_asynchronous_claims`](SqlStore::<dialect::Postgres>::with_asynchronous_claims) of
+/// this dialect.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use sangho_webhook::{SanghoWebhookLayer, signature::Secret};
+/// use sangho_webhook_sqlx::PostgresStore;
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = PostgresStore::connect("postgres://postgres@127.0.0.1:5432/app").await?;
+/// store.migrate().await?;
+/// let purge = store.spawn_purge(Duration::from_secs(72 * 3600), Duration::from_secs(3600));
+/// let layer = SanghoWebhookLayer::new(Secret::new("whsec_…")?, store);
+/// // … serve with the layer; on shutdown:
+/// purge.stop().await;
+/// # Ok(()) }
+/// ```
+#[cfg(feature = "postgres")]
+pub type PostgresStore = SqlStore<dialect::Postgres>;
+
+/// The idempotency store over SQLite (feature `sqlite`): durable and embedded, for one server
+/// (or several processes on one machine sharing the database file). See [`SqlStore`] for how
+/// it works.
+///
+/// SQLite runs one writer at a time, so a claim is atomic. The database should be in WAL mode
+/// (readers never wait for the writer) and every connection should have a busy timeout (a
+/// writer waits for the previous one instead of failing with `database is locked`):
+/// [`connect`](SqlStore::<dialect::Sqlite>::connect) sets both,
+/// [`migrate`](SqlStore::migrate) switches the file to WAL, and a pool you build yourself
+/// needs a busy timeout (sqlx's default is 5 seconds). Times come from SQLite's clock (this
+/// machine's).
+///
+/// ```
+/// use std::time::Duration;
+/// use sangho_webhook_sqlx::{
+///     SqliteStore,
+///     sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions},
+/// };
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let dir = tempfile::tempdir()?;
+/// # let path = dir.path().join("webhooks.db");
+/// let options = SqliteConnectOptions::new()
+///     .filename(path)
+///     .create_if_missing(true)
+///     .journal_mode(SqliteJournalMode::Wal)
+///     .busy_timeout(Duration::from_secs(3));
+/// let pool = SqlitePoolOptions::new()
+///     .acquire_timeout(Duration::from_secs(3))
+///     .connect_with(options)
+///     .await?;
+/// let store = SqliteStore::new(pool).with_table_name("shop_webhook_events")?;
+/// store.migrate().await?;
+/// # Ok(()) }
+/// ```
+#[cfg(feature = "sqlite")]
+pub type SqliteStore = SqlStore<dialect::Sqlite>;
+
+/// The idempotency store over MariaDB 10.5 or later (feature `mariadb`): durable, and shared by
+/// every replica that uses the same database. See [`SqlStore`] for how it works. MySQL is not
+/// supported: the statements need `INSERT … RETURNING`, which only MariaDB has.
+///
+/// `event_id` is ASCII compared byte for byte (event ids are case-sensitive); every time is
+/// the server's `UTC_TIMESTAMP(6)`, whatever its time zone.
+///
+/// ```no_run
+/// use std::time::Duration;
+/// use sangho_webhook::{SanghoWebhookLayer, signature::Secret};
+/// use sangho_webhook_sqlx::MariaDbStore;
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let store = MariaDbStore::connect("mysql://root@127.0.0.1:3306/app").await?;
+/// store.migrate().await?;
+/// let purge = store.spawn_purge(Duration::from_secs(72 * 3600), Duration::from_secs(3600));
+/// let layer = SanghoWebhookLayer::new(Secret::new("whsec_…")?, store);
+/// // … serve with the layer; on shutdown:
+/// purge.stop().await;
+/// # Ok(()) }
+/// ```
+#[cfg(feature = "mariadb")]
+pub type MariaDbStore = SqlStore<dialect::MariaDb>;
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_readme_shows_every_dialect_s_cron_purge() {
+        use crate::dialect::Dialect;
+        let readme = include_str!("../README.md");
+        #[cfg(feature = "postgres")]
+        assert!(readme.contains(crate::dialect::Postgres::CRON_PURGE.trim_end_matches(';')));
+        #[cfg(feature = "sqlite")]
+        assert!(readme.contains(crate::dialect::Sqlite::CRON_PURGE.trim_end_matches(';')));
+        #[cfg(feature = "mariadb")]
+        assert!(readme.contains(crate::dialect::MariaDb::CRON_PURGE.trim_end_matches(';')));
+    }
+}
 
 /// The README's example, compiled as a doctest.
 #[cfg(doctest)]

@@ -9,8 +9,8 @@ use crate::Error;
 /// A store that can delete its old rows: implemented by every store of this crate, used by
 /// [`PurgeTask`].
 pub trait Purge: Clone + Send + Sync + 'static {
-    /// Deletes the completed events processed more than `retention` ago and the claims whose
-    /// lease has expired; answers how many rows were deleted.
+    /// Deletes the rows past their own expiry (and rows without one older than `retention`);
+    /// answers how many rows were deleted.
     fn purge(&self, retention: Duration) -> impl Future<Output = Result<u64, Error>> + Send;
 }
 
@@ -18,8 +18,9 @@ pub trait Purge: Clone + Send + Sync + 'static {
 /// (in the spirit of tower-sessions' `continuously_delete_expired`).
 ///
 /// A failed purge is logged (`tracing`, at `warn`) and retried at the next period; the task
-/// never ends by itself. [`stop`](Self::stop) ends it cleanly: a purge under way is finished,
-/// a wait is cut short. Dropping the handle stops the task the same way, without waiting for
+/// never ends by itself. [`stop`](Self::stop) ends it promptly, even in the middle of a purge
+/// that waits for a lock: the batches already deleted stay deleted, the one under way is
+/// rolled back. Dropping the handle stops the task the same way, without waiting for
 /// it; [`abort`](Self::abort) cancels it at once.
 ///
 /// ```
@@ -38,9 +39,8 @@ pub trait Purge: Clone + Send + Sync + 'static {
 /// # Ok(()) }
 /// ```
 ///
-/// Without the task, the same can run from cron as plain SQL: see
-/// [`PostgresStore::purge`](crate::PostgresStore::purge) and
-/// [`SqliteStore::purge`](crate::SqliteStore::purge).
+/// Without the task, the same can run from cron as plain SQL:
+/// [`SqlStore::cron_purge_sql`](crate::SqlStore::cron_purge_sql).
 #[derive(Debug)]
 pub struct PurgeTask {
     stop: Option<oneshot::Sender<()>>,
@@ -66,7 +66,14 @@ impl PurgeTask {
                     _ = &mut stopped => break,
                     _ = ticks.tick() => {}
                 }
-                match store.purge(retention).await {
+                // A stop cuts a purge short, even one waiting for a lock: the batches before
+                // stay deleted, the one under way is rolled back.
+                let purged = tokio::select! {
+                    biased;
+                    _ = &mut stopped => break,
+                    purged = store.purge(retention) => purged,
+                };
+                match purged {
                     Ok(deleted) => tracing::debug!(deleted, "purged the idempotency table"),
                     Err(error) => {
                         tracing::warn!(
@@ -83,7 +90,7 @@ impl PurgeTask {
         }
     }
 
-    /// Stops the task and waits for it to end (after the purge under way, if any).
+    /// Stops the task and waits for it to end (a purge under way is cut short).
     pub async fn stop(mut self) {
         if let Some(stop) = self.stop.take() {
             // The task may be gone already (runtime shutting down): nothing to signal then.

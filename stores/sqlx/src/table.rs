@@ -22,7 +22,7 @@ use crate::Error;
 pub struct TableName(Arc<str>);
 
 impl TableName {
-    /// The seed's table name, the default: `processed_webhook_events`.
+    /// The provider's documented table name, the default: `processed_webhook_events`.
     pub const DEFAULT: &'static str = "processed_webhook_events";
 
     /// The longest accepted name.
@@ -52,21 +52,38 @@ impl TableName {
         &self.0
     }
 
-    /// The name of the `processed_at` index: the seed's `idx_webhook_processed_at` for the
+    /// The name of the `processed_at` index: the provider's `idx_webhook_processed_at` for the
     /// default table, `<table>_processed_at_idx` for any other.
     pub(crate) fn index_name(&self) -> String {
+        self.index("processed_at")
+    }
+
+    /// The name of the `expires_at` index: `idx_webhook_expires_at` for the default table,
+    /// `<table>_expires_at_idx` for any other.
+    pub(crate) fn expiry_index_name(&self) -> String {
+        self.index("expires_at")
+    }
+
+    fn index(&self, column: &str) -> String {
         if &*self.0 == Self::DEFAULT {
-            "idx_webhook_processed_at".to_owned()
+            format!("idx_webhook_{column}")
         } else {
-            format!("{}_processed_at_idx", self.0)
+            format!("{}_{column}_idx", self.0)
         }
     }
 
-    /// The migration `script` (written for the default table) for this table.
+    /// The migration `script` (written for the default table) for this table. Each name is
+    /// replaced once: a table name that contains the default one (`…_v2`) is not rewritten
+    /// again inside the index names.
     pub(crate) fn schema(&self, script: &str) -> String {
+        const PROCESSED_AT: &str = "\u{0}processed_at_index\u{0}";
+        const EXPIRES_AT: &str = "\u{0}expires_at_index\u{0}";
         script
-            .replace("idx_webhook_processed_at", &self.index_name())
+            .replace("idx_webhook_processed_at", PROCESSED_AT)
+            .replace("idx_webhook_expires_at", EXPIRES_AT)
             .replace(Self::DEFAULT, self.as_str())
+            .replace(PROCESSED_AT, &self.index_name())
+            .replace(EXPIRES_AT, &self.expiry_index_name())
     }
 
     /// `template` with every `{table}` replaced by this name.
@@ -132,7 +149,7 @@ mod tests {
     }
 
     #[test]
-    fn the_default_table_keeps_the_seed_index_name() {
+    fn the_default_table_keeps_the_provider_index_name() {
         let schema = TableName::default().schema(include_str!("../migrations/postgres.sql"));
         assert!(schema.contains("idx_webhook_processed_at"));
         let custom = TableName::new("shop_events").unwrap();
@@ -141,5 +158,18 @@ mod tests {
         assert!(schema.contains("shop_events_processed_at_idx"));
         assert!(!schema.contains("processed_webhook_events"));
         assert!(!schema.contains("idx_webhook"));
+    }
+
+    #[test]
+    fn a_table_named_after_the_default_keeps_its_index_names() {
+        let table = TableName::new("processed_webhook_events_v2").unwrap();
+        let schema = table.schema(include_str!("../migrations/postgres.sql"));
+        assert!(schema.contains("processed_webhook_events_v2_processed_at_idx"));
+        assert!(schema.contains("processed_webhook_events_v2_expires_at_idx"));
+        assert!(!schema.contains("_v2_v2"));
+        assert_eq!(
+            table.index_name(),
+            "processed_webhook_events_v2_processed_at_idx"
+        );
     }
 }

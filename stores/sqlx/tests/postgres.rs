@@ -8,21 +8,24 @@
 
 mod common;
 
-use std::{net::SocketAddr, sync::Arc, time::Duration};
+use std::{net::SocketAddr, str::FromStr, sync::Arc, time::Duration};
 
 use axum::Router;
 use bytes::Bytes;
-use common::{LONG, TYPE, acquire, bodies, layer, postgres_store, postgres_store_on, secret};
+use common::{TYPE, bodies, layer, postgres_store, postgres_store_on, secret};
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper_util::{client::legacy::Client, rt::TokioExecutor};
 use sangho_webhook::{
-    store::{Claim, IdempotencyStore, StoreError},
+    store::{Claim, StoreError},
     testing::{CountingHandler, Delivery, conformance::unique_event_id, fixtures},
 };
 use sangho_webhook_sqlx::{
     PostgresStore,
-    sqlx::{self, AssertSqlSafe, postgres::PgPoolOptions},
+    sqlx::{
+        self, AssertSqlSafe,
+        postgres::{PgConnectOptions, PgPoolOptions},
+    },
 };
 
 sangho_webhook::idempotency_store_conformance!(
@@ -61,9 +64,9 @@ async fn completed_event_is_a_duplicate_after_the_pool_is_reopened() {
 
 #[tokio::test]
 #[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
-async fn purge_removes_exactly_old_completions_and_old_abandoned_claims() {
+async fn purge_removes_exactly_the_rows_past_their_own_expiry() {
     let store = postgres_store("purge", 4).await;
-    bodies::purge_removes_exactly_old_completions_and_old_abandoned_claims(&store.store).await;
+    bodies::purge_removes_exactly_the_rows_past_their_own_expiry(&store.store).await;
 }
 
 #[tokio::test]
@@ -75,50 +78,90 @@ async fn purge_task_purges_until_stopped() {
 
 #[tokio::test]
 #[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
-async fn migrate_upgrades_a_seed_table_and_keeps_its_events() {
-    let table = common::unique_table("seed");
-    let guard = scopeguard(table.clone());
-    let pool = PgPoolOptions::new()
-        .max_connections(2)
-        .connect(&common::postgres_url())
+async fn migrate_adopts_a_table_of_the_provider_schema() {
+    let table = bodies::table_named_after_the_default();
+    let _guard = scopeguard(table.clone());
+    let store = postgres_store_on(&table, 2).await;
+    bodies::migrate_adopts_a_table_of_the_provider_schema(&store).await;
+}
+
+#[tokio::test]
+#[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+async fn migrate_refuses_a_table_without_the_event_columns() {
+    let table = common::unique_table("refuse");
+    let _guard = scopeguard(table.clone());
+    let store = postgres_store_on(&table, 2).await;
+    bodies::migrate_refuses_a_table_without_the_event_columns(&store).await;
+}
+
+/// Starts a transaction on a connection of its own that holds `lock` on `table` until the
+/// answered connection is dropped.
+async fn hold_lock(table: &str, lock: &str) -> sqlx::PgConnection {
+    use sqlx::Connection;
+    let mut connection = sqlx::PgConnection::connect(&common::postgres_url())
         .await
         .unwrap();
-    // The seed's schema and recipe, verbatim but for the names.
     sqlx::raw_sql(AssertSqlSafe(format!(
-        "CREATE TABLE {table} (
-           event_id     VARCHAR(50)  PRIMARY KEY,
-           event_type   VARCHAR(100) NOT NULL,
-           processed_at TIMESTAMP    DEFAULT NOW()
-         );
-         CREATE INDEX {table}_processed_at_idx ON {table} (processed_at);
-         INSERT INTO {table} (event_id, event_type)
-         VALUES ('evt_seed', 'payment_intent.succeeded') ON CONFLICT (event_id) DO NOTHING;"
+        "BEGIN; LOCK TABLE {table} IN {lock} MODE"
     )))
-    .execute(&pool)
+    .execute(&mut connection)
     .await
     .unwrap();
+    connection
+}
 
-    let store = PostgresStore::new(pool).with_table_name(&table).unwrap();
+#[tokio::test]
+#[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+async fn a_migrated_table_named_after_the_default_is_not_altered_again() {
+    let table = bodies::table_named_after_the_default();
+    let _guard = scopeguard(table.clone());
+    let store = postgres_store_on(&table, 2).await;
     store.migrate().await.unwrap();
-    store.migrate().await.expect("migrate runs again");
-    let (options,): (Vec<String>,) = sqlx::query_as(
-        "SELECT coalesce(reloptions, '{}') FROM pg_class WHERE oid = to_regclass($1)",
-    )
-    .bind(&table)
-    .fetch_one(store.pool())
+    let (index,): (Option<String>,) = sqlx::query_as("SELECT to_regclass($1)::text")
+        .bind(format!("{table}_processed_at_idx"))
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(index, Some(format!("{table}_processed_at_idx")));
+    // Traffic holds the table: a migration that altered it would have to wait.
+    let traffic = hold_lock(&table, "ROW EXCLUSIVE").await;
+    let migrated = tokio::time::timeout(Duration::from_secs(5), store.migrate()).await;
+    // Release everything before asserting, so that a failure cannot hang the table's cleanup.
+    drop(traffic);
+    store.pool().close().await;
+    migrated
+        .expect("an up-to-date table is not altered: migrate takes no lock")
+        .unwrap();
+}
+
+#[tokio::test]
+#[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+async fn the_upgrade_of_a_busy_table_gives_up_after_its_lock_timeout() {
+    let table = common::unique_table("busy");
+    let _guard = scopeguard(table.clone());
+    let store = postgres_store_on(&table, 2).await;
+    sqlx::raw_sql(AssertSqlSafe(
+        <PostgresStore as bodies::SqlStore>::provider_schema(&table),
+    ))
+    .execute(store.pool())
     .await
     .unwrap();
-    assert_eq!(
-        options,
-        vec!["fillfactor=70".to_owned()],
-        "room for HOT completions"
+    let traffic = hold_lock(&table, "ROW EXCLUSIVE").await;
+    let started = std::time::Instant::now();
+    let upgraded = tokio::time::timeout(Duration::from_secs(10), store.migrate())
+        .await
+        .expect("the upgrade gives up instead of queueing every claim behind it");
+    assert!(upgraded.is_err(), "the table stayed busy: {upgraded:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
     );
-    assert_eq!(
-        common::claim(&store, "evt_seed", LONG).await.unwrap(),
-        Claim::Completed
-    );
-    acquire(&store, "evt_new", LONG).await;
-    drop(guard);
+    drop(traffic);
+    store
+        .migrate()
+        .await
+        .expect("once the table is free, the upgrade runs");
 }
 
 #[tokio::test]
@@ -149,6 +192,8 @@ fn scopeguard(table: String) -> impl Drop {
     }
     Guard(table)
 }
+
+const LONG_LEASE: Duration = Duration::from_secs(3600);
 
 /// Unreachable: nothing listens on port 1.
 fn unreachable_store() -> PostgresStore {
@@ -254,41 +299,194 @@ fn to(server: SocketAddr, request: Request<Full<Bytes>>) -> Request<Full<Bytes>>
     Request::from_parts(parts, body)
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
-async fn asynchronous_claims_leave_the_session_setting_alone() {
-    // One connection: the claim, release and the check share it.
-    let store = postgres_store("commit", 1).await;
-    let (before,): (String,) = sqlx::query_as("SHOW synchronous_commit")
-        .fetch_one(store.pool())
+async fn claims_on_a_repeatable_read_pool_of_your_own_never_fail() {
+    // The table, created over an ordinary pool; the store's own pool defaults every
+    // transaction to REPEATABLE READ, and the store leaves its sessions alone.
+    let table = postgres_store("rr", 1).await;
+    let options = PgConnectOptions::from_str(&common::postgres_url())
+        .unwrap()
+        .options([("default_transaction_isolation", "repeatable read")]);
+    let pool = PgPoolOptions::new()
+        .max_connections(16)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect_with(options)
         .await
         .unwrap();
-    let id = unique_event_id("commit");
-    let token = acquire(&*store, &id, LONG).await;
-    assert!(store.release(&id, &token).await.unwrap());
-    let (after,): (String,) = sqlx::query_as("SHOW synchronous_commit")
-        .fetch_one(store.pool())
+    let (isolation,): (String,) = sqlx::query_as("SHOW transaction_isolation")
+        .fetch_one(&pool)
         .await
         .unwrap();
-    assert_eq!(after, before);
+    assert_eq!(isolation, "repeatable read", "the session is left alone");
+    let store = PostgresStore::new(pool).with_table(table.table().clone());
+    // Several rounds: each is a race of 200 claims for one event through 16 connections.
+    for _ in 0..3 {
+        bodies::two_hundred_concurrent_claims_through_sixteen_connections_acquire_once(
+            store.clone(),
+        )
+        .await;
+    }
 }
 
 #[tokio::test]
 #[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
-async fn synchronous_claims_follow_the_same_rules() {
-    let test_store = postgres_store("sync", 2).await;
-    let store = test_store.store.clone().with_synchronous_claims(true);
-    let id = unique_event_id("sync");
-    let token = acquire(&store, &id, LONG).await;
-    assert_eq!(
-        common::claim(&store, &id, LONG).await.unwrap(),
-        Claim::InFlight
+async fn connect_runs_its_connections_at_read_committed() {
+    // A server whose sessions default to REPEATABLE READ (here through the URL's options).
+    let url = format!(
+        "{}?options=-c%20default_transaction_isolation%3Drepeatable%5C%20read",
+        common::postgres_url()
     );
-    assert!(store.release(&id, &token).await.unwrap());
-    let token = acquire(&store, &id, LONG).await;
-    assert!(common::complete(&store, &id, &token, LONG).await);
+    let plain = PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&url)
+        .await
+        .unwrap();
+    let (isolation,): (String,) = sqlx::query_as("SHOW transaction_isolation")
+        .fetch_one(&plain)
+        .await
+        .unwrap();
+    assert_eq!(isolation, "repeatable read");
+    let store = PostgresStore::connect(&url).await.unwrap();
+    let (isolation,): (String,) = sqlx::query_as("SHOW transaction_isolation")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(isolation, "read committed");
+}
+
+#[tokio::test]
+#[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+async fn purge_task_stops_promptly_while_its_purge_waits_for_a_lock() {
+    let store = postgres_store("stop", 2).await;
+    let table = store.table().as_str().to_owned();
+    bodies::purge_task_stops_promptly_while_its_purge_waits_for_a_lock(&store.store, || {
+        hold_lock(&table, "ACCESS EXCLUSIVE")
+    })
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+async fn the_cron_purge_gives_the_same_answer_in_every_time_zone() {
+    use sangho_webhook::store::IdempotencyStore;
+    let store = postgres_store("zones", 2).await;
+    let lasts = "payment_intent.succeeded";
+    for zone in ["Pacific/Kiritimati", "UTC", "Pacific/Pago_Pago"] {
+        // Completed 70 hours ago with a 72-hour retention: kept. Completed with its retention
+        // run out: deleted.
+        let kept = unique_event_id("kept");
+        let token = common::acquire(&*store, &kept, Duration::from_secs(60)).await;
+        assert!(
+            store
+                .complete(&kept, lasts, &token, Duration::from_secs(2 * 3600))
+                .await
+                .unwrap()
+        );
+        sqlx::query(AssertSqlSafe(format!(
+            "UPDATE {} SET processed_at = processed_at - INTERVAL '70 hours' WHERE event_id = $1",
+            store.table()
+        )))
+        .bind(&kept)
+        .execute(store.pool())
+        .await
+        .unwrap();
+        let gone = unique_event_id("gone");
+        let token = common::acquire(&*store, &gone, Duration::from_secs(60)).await;
+        assert!(
+            store
+                .complete(&gone, lasts, &token, Duration::from_millis(1))
+                .await
+                .unwrap()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+
+        // The documented cron SQL, from a session in `zone`.
+        let mut session = store.pool().acquire().await.unwrap();
+        sqlx::raw_sql(AssertSqlSafe(format!(
+            "SET TIME ZONE '{zone}'; {}",
+            store.cron_purge_sql()
+        )))
+        .execute(&mut *session)
+        .await
+        .unwrap();
+        sqlx::query("RESET TIME ZONE")
+            .execute(&mut *session)
+            .await
+            .unwrap();
+        drop(session);
+        let ids = bodies::SqlStore::event_ids(&store.store).await;
+        assert!(
+            ids.contains(&kept),
+            "{zone}: a row within its retention is kept"
+        );
+        assert!(
+            !ids.contains(&gone),
+            "{zone}: a row past its retention is deleted"
+        );
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+async fn the_purge_gives_the_same_answer_on_a_pool_in_another_time_zone() {
+    use sangho_webhook::store::IdempotencyStore;
+    let table = postgres_store("zonepool", 1).await;
+    let options = PgConnectOptions::from_str(&common::postgres_url())
+        .unwrap()
+        .options([("TimeZone", "Pacific/Kiritimati")]);
+    let pool = PgPoolOptions::new()
+        .max_connections(2)
+        .connect_with(options)
+        .await
+        .unwrap();
+    let store = PostgresStore::new(pool).with_table(table.table().clone());
+    // Processed 70 hours ago through a server whose sessions are in UTC, with a 72-hour
+    // retention; purged from a replica whose sessions are at UTC+14.
+    let kept = unique_event_id("kept");
+    let token = common::acquire(&*table, &kept, Duration::from_secs(60)).await;
+    assert!(
+        table
+            .complete(&kept, TYPE, &token, Duration::from_secs(2 * 3600))
+            .await
+            .unwrap()
+    );
+    sqlx::query(AssertSqlSafe(format!(
+        "UPDATE {} SET processed_at = processed_at - INTERVAL '70 hours' WHERE event_id = $1",
+        store.table()
+    )))
+    .bind(&kept)
+    .execute(table.pool())
+    .await
+    .unwrap();
     assert_eq!(
-        common::claim(&store, &id, LONG).await.unwrap(),
+        store.purge(Duration::from_secs(72 * 3600)).await.unwrap(),
+        0
+    );
+    assert_eq!(
+        common::claim(&store, &kept, LONG_LEASE).await.unwrap(),
         Claim::Completed
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+async fn two_instances_sharing_one_database_run_the_handler_once_per_event() {
+    let store = postgres_store("twoapps", 16).await;
+    let second = postgres_store_on(store.table().as_str(), 16).await;
+    bodies::two_instances_run_the_handler_once_per_event([store.store.clone(), second]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+async fn purge_of_a_backlog_beside_32_claimers_fails_no_claim() {
+    let store = postgres_store("backlog", 40).await;
+    bodies::purge_of_a_backlog_beside_32_claimers_fails_no_claim(&store.store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+async fn a_handler_longer_than_the_lease_runs_once() {
+    let store = postgres_store("slow", 4).await;
+    bodies::a_handler_longer_than_the_lease_runs_once(store).await;
 }

@@ -75,9 +75,9 @@ async fn migrate_switches_a_plain_pool_to_wal_and_runs_again() {
 }
 
 #[tokio::test]
-async fn purge_removes_exactly_old_completions_and_old_abandoned_claims() {
+async fn purge_removes_exactly_the_rows_past_their_own_expiry() {
     let store = sqlite_store(4).await;
-    bodies::purge_removes_exactly_old_completions_and_old_abandoned_claims(&store.store).await;
+    bodies::purge_removes_exactly_the_rows_past_their_own_expiry(&store.store).await;
 }
 
 #[tokio::test]
@@ -136,4 +136,62 @@ async fn connect_accepts_the_mode_parameter() {
     store.migrate().await.unwrap();
     acquire(&store, "evt_1", LONG).await;
     assert!(path.exists());
+}
+
+#[tokio::test]
+async fn migrate_adopts_a_table_of_the_provider_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite_store_at(&dir.path().join("adopt.db"), 2)
+        .await
+        .with_table_name(bodies::table_named_after_the_default())
+        .unwrap();
+    bodies::migrate_adopts_a_table_of_the_provider_schema(&store).await;
+}
+
+#[tokio::test]
+async fn migrate_refuses_a_table_without_the_event_columns() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite_store_at(&dir.path().join("refuse.db"), 2).await;
+    bodies::migrate_refuses_a_table_without_the_event_columns(&store).await;
+}
+
+#[tokio::test]
+async fn purge_task_stops_promptly_while_its_purge_waits_for_a_lock() {
+    use sangho_webhook_sqlx::sqlx::{Connection, Executor, sqlite::SqliteConnection};
+    let store = sqlite_store(2).await;
+    let url = store.pool().connect_options().get_filename().to_owned();
+    bodies::purge_task_stops_promptly_while_its_purge_waits_for_a_lock(
+        &store.store,
+        || async move {
+            // Another process's writer holds the database.
+            let mut writer = SqliteConnection::connect(&format!("sqlite://{}", url.display()))
+                .await
+                .unwrap();
+            writer.execute("BEGIN IMMEDIATE").await.unwrap();
+            writer
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_instances_sharing_one_database_run_the_handler_once_per_event() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("shared.db");
+    let first = sqlite_store_at(&path, 8).await;
+    first.migrate().await.unwrap();
+    let second = sqlite_store_at(&path, 8).await;
+    bodies::two_instances_run_the_handler_once_per_event([first, second]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn purge_of_a_backlog_beside_32_claimers_fails_no_claim() {
+    let store = sqlite_store(8).await;
+    bodies::purge_of_a_backlog_beside_32_claimers_fails_no_claim(&store.store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_longer_than_the_lease_runs_once() {
+    let store = sqlite_store(4).await;
+    bodies::a_handler_longer_than_the_lease_runs_once(store).await;
 }

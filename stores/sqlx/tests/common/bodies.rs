@@ -40,6 +40,102 @@ pub trait SqlStore: IdempotencyStore + Purge {
     async fn insert_seed_row(&self, id: &str, old: bool);
     /// The ids of every row of the table.
     async fn event_ids(&self) -> BTreeSet<String>;
+    /// The provider's documented schema in this dialect, for `table`: the table and its
+    /// `processed_at` index.
+    fn provider_schema(table: &str) -> String;
+    /// Runs `script` (several statements) on the store's pool.
+    async fn run_script(&self, script: &str);
+    /// The declared type of `column`, in lower case.
+    async fn column_type(&self, column: &str) -> String;
+    /// Inserts `rows` completed events whose retention ran out a day ago.
+    async fn insert_expired_rows(&self, rows: u64);
+    /// The ids of every row of the table, or `None` if there is no table.
+    async fn event_ids_or_none(&self) -> Option<BTreeSet<String>> {
+        if self.column_type("event_id").await.is_empty() {
+            None
+        } else {
+            Some(self.event_ids().await)
+        }
+    }
+}
+
+/// A table name that contains the default one, unique to this run: `processed_webhook_events_<16 hex>`.
+pub fn table_named_after_the_default() -> String {
+    format!("processed_webhook_events_{:016x}", super::unique())
+}
+
+/// `store` is on a table created with the provider's documented schema and holding rows
+/// written by its recipe: `migrate` adopts it (twice), the provider's columns keep their
+/// types, a recent row counts as completed, a row older than the adopted retention is
+/// forgotten, and new events are processed.
+pub async fn migrate_adopts_a_table_of_the_provider_schema<S: SqlStore>(store: &S) {
+    store
+        .run_script(&S::provider_schema(store.table().as_str()))
+        .await;
+    let types_before = (
+        store.column_type("event_id").await,
+        store.column_type("event_type").await,
+        store.column_type("processed_at").await,
+    );
+    let (recent, old) = (unique_event_id("recent"), unique_event_id("old"));
+    store.insert_seed_row(&recent, false).await;
+    store.insert_seed_row(&old, true).await;
+
+    store.migrate().await.expect("the table is adopted");
+    store.migrate().await.expect("migrate runs again");
+
+    let types_after = (
+        store.column_type("event_id").await,
+        store.column_type("event_type").await,
+        store.column_type("processed_at").await,
+    );
+    assert_eq!(
+        types_after, types_before,
+        "the provider's columns keep their types"
+    );
+    assert_eq!(claim(store, &recent, LONG).await.unwrap(), Claim::Completed);
+    // Four days old: past the 72-hour adopted retention.
+    let token = acquire(store, &old, LONG).await;
+    assert!(complete(store, &old, &token, LONG).await);
+    let new = unique_event_id("new");
+    let token = acquire(store, &new, LONG).await;
+    assert!(complete(store, &new, &token, LONG).await);
+    assert_eq!(claim(store, &new, LONG).await.unwrap(), Claim::Completed);
+}
+
+/// `store` is on a table of its name that is no idempotency table: `migrate` refuses it,
+/// naming the table and the missing columns, and leaves it as it is.
+pub async fn migrate_refuses_a_table_without_the_event_columns<S: SqlStore>(store: &S) {
+    let table = store.table().as_str().to_owned();
+    store
+        .run_script(&format!(
+            "CREATE TABLE {table} (id INTEGER PRIMARY KEY, payload VARCHAR(20))"
+        ))
+        .await;
+    let error = store
+        .migrate()
+        .await
+        .expect_err("an unusable table is refused");
+    match &error {
+        sangho_webhook_sqlx::Error::IncompatibleTable {
+            table: named,
+            missing,
+        } => {
+            assert_eq!(named, &table);
+            assert_eq!(missing, &["event_id", "event_type"]);
+        }
+        other => panic!("expected IncompatibleTable, got {other:?}"),
+    }
+    let message = error.to_string();
+    assert!(
+        message.contains(&table) && message.contains("event_id") && message.contains("event_type"),
+        "{message}"
+    );
+    assert_eq!(
+        store.column_type("state").await,
+        "",
+        "the table is left alone"
+    );
 }
 
 /// The ids of every row of `table`: [`SqlStore::event_ids`] for any dialect.
@@ -121,37 +217,36 @@ pub async fn completed_event_is_a_duplicate_after_the_pool_is_reopened<S, F>(
     assert_eq!(claim(&reopened, &id, LONG).await.unwrap(), Claim::Completed);
 }
 
-/// The purge with a 72-hour retention deletes exactly the old completions, old seed-style rows
-/// and old abandoned claims, and nothing else.
-pub async fn purge_removes_exactly_old_completions_and_old_abandoned_claims<S: SqlStore>(
-    store: &S,
-) {
-    // Removed: a completion four days old, a seed-style row four days old, a claim abandoned
-    // four days ago.
-    let old = unique_event_id("old");
-    let token = acquire(store, &old, LONG).await;
-    assert!(complete(store, &old, &token, LONG).await);
-    store.backdate(&old).await;
-    let seed_old = unique_event_id("seedold");
-    store.insert_seed_row(&seed_old, true).await;
+/// The purge deletes exactly the rows past their own expiry (a completion past its
+/// retention, a claim past its lease) and the rows another tool wrote without an expiry more
+/// than the retention (72 h) ago; never a live record, however old its `processed_at`.
+pub async fn purge_removes_exactly_the_rows_past_their_own_expiry<S: SqlStore>(store: &S) {
+    const SHORT: Duration = Duration::from_millis(10);
+    // Removed.
+    let expired = unique_event_id("expired");
+    let token = acquire(store, &expired, LONG).await;
+    assert!(complete(store, &expired, &token, SHORT).await);
     let abandoned = unique_event_id("abandoned");
-    acquire(store, &abandoned, Duration::from_millis(10)).await;
-    store.backdate(&abandoned).await;
+    acquire(store, &abandoned, SHORT).await;
+    let foreign_old = unique_event_id("foreignold");
+    store.insert_seed_row(&foreign_old, true).await;
 
-    // Kept: a recent completion, a recent seed-style row, a live claim (even an old one), a
-    // claim abandoned recently (the next delivery takes it over).
-    let recent = unique_event_id("recent");
-    let token = acquire(store, &recent, LONG).await;
-    assert!(complete(store, &recent, &token, LONG).await);
-    let seed_recent = unique_event_id("seednew");
-    store.insert_seed_row(&seed_recent, false).await;
+    // Kept: a completion within its retention (even one claimed four days ago), a live claim
+    // (even one claimed four days ago), a recent row of another tool.
+    let completed = unique_event_id("completed");
+    let token = acquire(store, &completed, LONG).await;
+    assert!(complete(store, &completed, &token, LONG).await);
+    let completed_long_ago = unique_event_id("compold");
+    let token = acquire(store, &completed_long_ago, LONG).await;
+    assert!(complete(store, &completed_long_ago, &token, LONG).await);
+    store.backdate(&completed_long_ago).await;
     let live = unique_event_id("live");
     acquire(store, &live, LONG).await;
     let live_old = unique_event_id("liveold");
     acquire(store, &live_old, LONG).await;
     store.backdate(&live_old).await;
-    let abandoned_recently = unique_event_id("abandonnew");
-    acquire(store, &abandoned_recently, Duration::from_millis(10)).await;
+    let foreign_recent = unique_event_id("foreignnew");
+    store.insert_seed_row(&foreign_recent, false).await;
 
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert_eq!(
@@ -161,11 +256,11 @@ pub async fn purge_removes_exactly_old_completions_and_old_abandoned_claims<S: S
     assert_eq!(
         store.event_ids().await,
         BTreeSet::from([
-            recent,
-            seed_recent.clone(),
+            completed,
+            completed_long_ago,
             live,
             live_old,
-            abandoned_recently
+            foreign_recent.clone()
         ])
     );
     assert_eq!(
@@ -174,20 +269,19 @@ pub async fn purge_removes_exactly_old_completions_and_old_abandoned_claims<S: S
     );
     // A row written by another tool (no state of its own) counts as completed.
     assert_eq!(
-        claim(store, &seed_recent, LONG).await.unwrap(),
+        claim(store, &foreign_recent, LONG).await.unwrap(),
         Claim::Completed
     );
 }
 
-/// `spawn_purge` with a zero retention empties the table of completions, and stops promptly.
+/// `spawn_purge` empties the table of expired completions, and stops promptly.
 pub async fn purge_task_purges_until_stopped<S: SqlStore>(store: &S) {
     let done = unique_event_id("done");
     let token = acquire(store, &done, LONG).await;
-    assert!(complete(store, &done, &token, LONG).await);
+    assert!(complete(store, &done, &token, Duration::from_millis(10)).await);
     tokio::time::sleep(Duration::from_millis(20)).await;
 
-    // A zero retention: every completed row is old enough.
-    let task = store.spawn_purge(Duration::ZERO, Duration::from_millis(50));
+    let task = store.spawn_purge(LONG, Duration::from_millis(50));
     let deadline = Instant::now() + Duration::from_secs(5);
     while !store.event_ids().await.is_empty() {
         assert!(Instant::now() < deadline, "the task never purged");
@@ -196,6 +290,32 @@ pub async fn purge_task_purges_until_stopped<S: SqlStore>(store: &S) {
     tokio::time::timeout(Duration::from_secs(5), task.stop())
         .await
         .expect("stop returns promptly");
+}
+
+/// A purge task whose purge waits for the lock that `block` takes (and holds until the
+/// answered guard is dropped) still stops within half a second.
+pub async fn purge_task_stops_promptly_while_its_purge_waits_for_a_lock<S, G, F>(
+    store: &S,
+    block: impl FnOnce() -> F,
+) where
+    S: SqlStore,
+    F: Future<Output = G>,
+{
+    // Something to purge, so that the purge writes.
+    let id = unique_event_id("blocked");
+    let token = acquire(store, &id, LONG).await;
+    assert!(complete(store, &id, &token, Duration::from_millis(1)).await);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let guard = block().await;
+    let task = store.spawn_purge(LONG, Duration::from_millis(10));
+    // Let the purge start and wait for the lock.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = Instant::now();
+    let stopped = tokio::time::timeout(Duration::from_secs(10), task.stop()).await;
+    let took = started.elapsed();
+    drop(guard);
+    stopped.expect("stop returns");
+    assert!(took < Duration::from_millis(500), "stop took {took:?}");
 }
 
 /// A claim on a store whose database cannot be reached fails within its acquire timeout (well
@@ -222,4 +342,154 @@ pub async fn unavailable_store_gets_503_without_calling_the_handler(store: impl 
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     assert!(started.elapsed() < Duration::from_secs(3));
     assert_eq!(handler.calls(), 0);
+}
+
+/// A count from the environment variable `name`, or `default`.
+pub fn env_count(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|value| value.parse().ok())
+        .unwrap_or(default)
+}
+
+/// [`SANGHO_TRIALS`](env_count) trials (default 50) of 200 concurrent deliveries of one event,
+/// alternating between two app instances (each its own layer and pool) sharing one database:
+/// the handler runs exactly once every time, and every delivery is answered 200 or 409.
+pub async fn two_instances_run_the_handler_once_per_event<S>(instances: [S; 2])
+where
+    S: IdempotencyStore + Clone,
+{
+    const DELIVERIES: usize = 200;
+    let trials = env_count("SANGHO_TRIALS", 50);
+    let handler = CountingHandler::new().with_delay(Duration::from_millis(20));
+    let services = instances.map(|store| tower::Layer::layer(&layer(store), handler.clone()));
+    let started = Instant::now();
+    for trial in 0..trials {
+        let before = handler.calls();
+        let id = unique_event_id("trial");
+        let delivery = Delivery::event(&id, TYPE).signed(&secret(), fixtures::NOW);
+        let barrier = Arc::new(tokio::sync::Barrier::new(DELIVERIES));
+        let mut tasks = tokio::task::JoinSet::new();
+        for attempt in 0..DELIVERIES {
+            let service = services[attempt % 2].clone();
+            let (request, barrier) = (delivery.clone().into_request(), barrier.clone());
+            tasks.spawn(async move {
+                barrier.wait().await;
+                send(&service, request).await.status
+            });
+        }
+        while let Some(joined) = tasks.join_next().await {
+            let status = joined.expect("a delivery task");
+            assert!(
+                matches!(status, StatusCode::OK | StatusCode::CONFLICT),
+                "trial {trial}: a delivery got {status}"
+            );
+        }
+        assert_eq!(
+            handler.calls() - before,
+            1,
+            "trial {trial}: the handler ran once"
+        );
+    }
+    eprintln!(
+        "{trials} trials of {DELIVERIES} concurrent deliveries over two instances: 0 doubles, 0 losses, {:?}",
+        started.elapsed()
+    );
+}
+
+/// A purge of a backlog of [`SANGHO_PURGE_ROWS`](env_count) expired rows (default 100 000)
+/// beside 32 concurrent claimers of fresh events: no claim fails, none is doubled, and the
+/// whole backlog is deleted. Prints the claims' latency percentiles.
+pub async fn purge_of_a_backlog_beside_32_claimers_fails_no_claim<S>(store: &S)
+where
+    S: SqlStore + Clone,
+{
+    const CLAIMERS: usize = 32;
+    let rows = env_count("SANGHO_PURGE_ROWS", 100_000);
+    let loaded = Instant::now();
+    store.insert_expired_rows(rows).await;
+    eprintln!("{rows} expired rows inserted in {:?}", loaded.elapsed());
+
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut claimers = tokio::task::JoinSet::new();
+    for _ in 0..CLAIMERS {
+        let (store, done) = (store.clone(), done.clone());
+        claimers.spawn(async move {
+            let mut latencies = Vec::new();
+            while !done.load(std::sync::atomic::Ordering::SeqCst) {
+                let id = unique_event_id("beside");
+                let started = Instant::now();
+                let token = acquire(&store, &id, LONG).await;
+                latencies.push(started.elapsed());
+                assert!(complete(&store, &id, &token, LONG).await, "{id} completes");
+                assert_eq!(
+                    claim(&store, &id, LONG).await.expect("no claim fails"),
+                    Claim::Completed,
+                    "{id} is not doubled"
+                );
+            }
+            latencies
+        });
+    }
+    // The claimers are running.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let purging = Instant::now();
+    let deleted = store.purge(LONG).await.expect("the purge");
+    let purge_took = purging.elapsed();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    done.store(true, std::sync::atomic::Ordering::SeqCst);
+    let mut latencies = Vec::new();
+    while let Some(joined) = claimers.join_next().await {
+        latencies.extend(joined.expect("a claimer"));
+    }
+    assert_eq!(deleted, rows, "the whole backlog is deleted");
+    latencies.sort();
+    let at = |q: f64| latencies[((latencies.len() as f64 * q) as usize).min(latencies.len() - 1)];
+    eprintln!(
+        "purge of {rows} rows beside {CLAIMERS} claimers: purge {purge_took:?}; {} claims, p50 {:?}, p99 {:?}, max {:?}",
+        latencies.len(),
+        at(0.5),
+        at(0.99),
+        latencies[latencies.len() - 1]
+    );
+}
+
+/// A handler that runs three and a half times the one-second lease, with redeliveries every
+/// 300 ms meanwhile: they get 409 (the layer renews the claim), the handler runs once, its
+/// 2xx completes the event, and a redelivery afterwards is a duplicate.
+///
+/// This needs the layer's lease renewal (the core crate's; the store's `renew` is tested by
+/// the conformance suite): set `SANGHO_TEST_LEASE_RENEWAL=1` to run it.
+pub async fn a_handler_longer_than_the_lease_runs_once(store: impl IdempotencyStore) {
+    if std::env::var("SANGHO_TEST_LEASE_RENEWAL").as_deref() != Ok("1") {
+        eprintln!("skipped: set SANGHO_TEST_LEASE_RENEWAL=1 (needs the layer's lease renewal)");
+        return;
+    }
+    let handler = CountingHandler::new().with_delay(Duration::from_millis(3_500));
+    let service = tower::Layer::layer(
+        &layer(store).with_lease(Duration::from_secs(1)),
+        handler.clone(),
+    );
+    let id = unique_event_id("slow");
+    let delivery = Delivery::event(&id, TYPE).signed(&secret(), fixtures::NOW);
+    let first = tokio::spawn({
+        let (service, request) = (service.clone(), delivery.clone().into_request());
+        async move { send(&service, request).await.status }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    while !first.is_finished() {
+        let status = send(&service, delivery.clone().into_request()).await.status;
+        assert!(
+            matches!(status, StatusCode::CONFLICT | StatusCode::OK),
+            "a redelivery during the handler got {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert_eq!(first.await.unwrap(), StatusCode::OK);
+    assert_eq!(handler.calls(), 1, "the slow handler ran once");
+    assert_eq!(
+        send(&service, delivery.into_request()).await.status,
+        StatusCode::OK
+    );
+    assert_eq!(handler.calls(), 1, "and its 2xx completed the event");
 }

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod bodies;
+pub mod private_postgres;
 
 use std::{collections::BTreeSet, ops::Deref, time::Duration};
 
@@ -16,7 +17,7 @@ use sangho_webhook::{
     store::{Claim, ClaimToken, IdempotencyStore, StoreError},
     testing::fixtures,
 };
-#[cfg(feature = "mysql")]
+#[cfg(feature = "mariadb")]
 use sangho_webhook_sqlx::MariaDbStore;
 use sangho_webhook_sqlx::{
     PostgresStore, PurgeTask, SqliteStore, TableName,
@@ -68,7 +69,7 @@ enum Cleanup {
     /// Drop this PostgreSQL table.
     Table(String),
     /// Drop this MariaDB table.
-    #[cfg(feature = "mysql")]
+    #[cfg(feature = "mariadb")]
     MariaDbTable(String),
     /// Delete this directory (the SQLite files).
     Dir(tempfile::TempDir),
@@ -85,7 +86,7 @@ impl Drop for Cleanup {
     fn drop(&mut self) {
         match self {
             Cleanup::Table(table) => drop_table(table.clone()),
-            #[cfg(feature = "mysql")]
+            #[cfg(feature = "mariadb")]
             Cleanup::MariaDbTable(table) => drop_mariadb_table(table.clone()),
             Cleanup::Dir(_) => {}
         }
@@ -93,14 +94,25 @@ impl Drop for Cleanup {
 }
 
 /// The MariaDB server of the tests: `SANGHO_TEST_MYSQL_URL`, or the local default.
-#[cfg(feature = "mysql")]
+#[cfg(feature = "mariadb")]
 pub fn mariadb_url() -> String {
     std::env::var("SANGHO_TEST_MYSQL_URL")
         .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".to_owned())
 }
 
+/// Drops the MariaDB table it names when dropped.
+#[cfg(feature = "mariadb")]
+pub struct MariaDbTableGuard(pub String);
+
+#[cfg(feature = "mariadb")]
+impl Drop for MariaDbTableGuard {
+    fn drop(&mut self) {
+        drop_mariadb_table(std::mem::take(&mut self.0));
+    }
+}
+
 /// Drops the MariaDB `table`, as [`drop_table`] does for PostgreSQL.
-#[cfg(feature = "mysql")]
+#[cfg(feature = "mariadb")]
 pub fn drop_mariadb_table(table: String) {
     drop_table_at::<sqlx::mysql::MySqlConnection>(mariadb_url(), table);
 }
@@ -150,7 +162,7 @@ async fn migrated<S: SqlStore>(store: S, cleanup: Cleanup) -> TestStore<S> {
 }
 
 /// A migrated MariaDB store on a fresh table, over a pool of `connections`.
-#[cfg(feature = "mysql")]
+#[cfg(feature = "mariadb")]
 pub async fn mariadb_store(label: &str, connections: u32) -> TestStore<MariaDbStore> {
     let table = unique_table(label);
     let store = mariadb_store_on(&table, connections).await;
@@ -158,7 +170,7 @@ pub async fn mariadb_store(label: &str, connections: u32) -> TestStore<MariaDbSt
 }
 
 /// A MariaDB store on `table` (not migrated), over a new pool of `connections`.
-#[cfg(feature = "mysql")]
+#[cfg(feature = "mariadb")]
 pub async fn mariadb_store_on(table: &str, connections: u32) -> MariaDbStore {
     let pool = pool_options(connections)
         .connect(&mariadb_url())
@@ -243,7 +255,9 @@ pub async fn sqlite_store_at(path: &std::path::Path, connections: u32) -> Sqlite
 /// Implements [`SqlStore`] for a store type by delegating to its inherent methods, with the
 /// dialect's SQL for the hand-written rows (`{table}` stands for the table name).
 macro_rules! sql_store {
-    ($store:ty, $db:ty, backdate: $backdate:expr, seed_old: $seed_old:expr, seed_recent: $seed_recent:expr $(,)?) => {
+    ($store:ty, $db:ty, backdate: $backdate:expr, seed_old: $seed_old:expr, seed_recent: $seed_recent:expr,
+     provider_schema: $provider:expr, column_type: $column_type:expr,
+     expired_rows: $expired_rows:expr $(,)?) => {
         #[async_trait]
         impl SqlStore for $store {
             type Db = $db;
@@ -281,6 +295,34 @@ macro_rules! sql_store {
             async fn event_ids(&self) -> BTreeSet<String> {
                 bodies::event_ids(self.pool(), self.table()).await
             }
+            async fn insert_expired_rows(&self, rows: u64) {
+                sqlx::raw_sql(AssertSqlSafe(
+                    $expired_rows
+                        .replace("{table}", self.table().as_str())
+                        .replace("{rows}", &rows.to_string()),
+                ))
+                .execute(self.pool())
+                .await
+                .expect("insert the backlog");
+            }
+            fn provider_schema(table: &str) -> String {
+                $provider.replace("{table}", table)
+            }
+            async fn run_script(&self, script: &str) {
+                sqlx::raw_sql(AssertSqlSafe(script.to_owned()))
+                    .execute(self.pool())
+                    .await
+                    .expect("run a script");
+            }
+            async fn column_type(&self, column: &str) -> String {
+                let found: Option<(String,)> = sqlx::query_as(AssertSqlSafe($column_type))
+                    .bind(self.table().as_str())
+                    .bind(column)
+                    .fetch_optional(self.pool())
+                    .await
+                    .expect("read the column's type");
+                found.map(|(kind,)| kind.to_lowercase()).unwrap_or_default()
+            }
         }
     };
 }
@@ -291,6 +333,18 @@ sql_store!(
     backdate: "UPDATE {table} SET processed_at = processed_at - INTERVAL '4 days' WHERE event_id = $1",
     seed_old: "INSERT INTO {table} (event_id, event_type, processed_at) VALUES ($1, $2, NOW() - INTERVAL '4 days')",
     seed_recent: "INSERT INTO {table} (event_id, event_type) VALUES ($1, $2)",
+    provider_schema: "CREATE TABLE {table} (
+           event_id     VARCHAR(50)  PRIMARY KEY,
+           event_type   VARCHAR(100) NOT NULL,
+           processed_at TIMESTAMP    DEFAULT NOW()
+         );
+         CREATE INDEX {table}_processed_at_idx ON {table} (processed_at);",
+    column_type: "SELECT data_type::text FROM information_schema.columns
+                  WHERE table_schema = current_schema() AND table_name = $1 AND column_name = $2",
+    expired_rows: "INSERT INTO {table} (event_id, event_type, processed_at, state, claim_token, expires_at)
+                   SELECT 'evt_backlog_' || g, 'payment_intent.succeeded', now() - INTERVAL '4 days',
+                          'completed', md5(g::text), now() - INTERVAL '1 day'
+                   FROM generate_series(1, {rows}) AS g",
 );
 
 sql_store!(
@@ -299,15 +353,41 @@ sql_store!(
     backdate: "UPDATE {table} SET processed_at = strftime('%Y-%m-%d %H:%M:%f', processed_at, '-4 days') WHERE event_id = ?1",
     seed_old: "INSERT INTO {table} (event_id, event_type, processed_at) VALUES (?1, ?2, datetime('now', '-4 days'))",
     seed_recent: "INSERT INTO {table} (event_id, event_type, processed_at) VALUES (?1, ?2, datetime('now', '+0 seconds'))",
+    provider_schema: "CREATE TABLE {table} (
+           event_id     VARCHAR(50)  PRIMARY KEY,
+           event_type   VARCHAR(100) NOT NULL,
+           processed_at TIMESTAMP    DEFAULT CURRENT_TIMESTAMP
+         );
+         CREATE INDEX {table}_processed_at_idx ON {table} (processed_at);",
+    column_type: "SELECT type FROM pragma_table_info(?1) WHERE name = ?2",
+    expired_rows: "WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < {rows})
+                   INSERT INTO {table} (event_id, event_type, processed_at, state, claim_token, expires_at)
+                   SELECT 'evt_backlog_' || n, 'payment_intent.succeeded', datetime('now', '-4 days'),
+                          'completed', printf('%032d', n),
+                          CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) - 86400000
+                   FROM seq",
 );
 
-#[cfg(feature = "mysql")]
+#[cfg(feature = "mariadb")]
 sql_store!(
     MariaDbStore,
     sqlx::MySql,
     backdate: "UPDATE {table} SET processed_at = processed_at - INTERVAL 4 DAY WHERE event_id = ?",
     seed_old: "INSERT INTO {table} (event_id, event_type, processed_at) VALUES (?, ?, UTC_TIMESTAMP(6) - INTERVAL 4 DAY)",
     seed_recent: "INSERT INTO {table} (event_id, event_type) VALUES (?, ?)",
+    provider_schema: "CREATE TABLE {table} (
+           event_id     VARCHAR(50)  PRIMARY KEY,
+           event_type   VARCHAR(100) NOT NULL,
+           processed_at TIMESTAMP    DEFAULT NOW()
+         );
+         CREATE INDEX {table}_processed_at_idx ON {table} (processed_at);",
+    column_type: "SELECT CAST(column_type AS CHAR) FROM information_schema.columns
+                  WHERE table_schema = DATABASE() AND table_name = ? AND column_name = ?",
+    expired_rows: "INSERT INTO {table} (event_id, event_type, processed_at, state, claim_token, expires_at)
+                   SELECT CONCAT('evt_backlog_', seq), 'payment_intent.succeeded',
+                          UTC_TIMESTAMP(6) - INTERVAL 4 DAY, 'completed', MD5(seq),
+                          UTC_TIMESTAMP(6) - INTERVAL 1 DAY
+                   FROM seq_1_to_{rows}",
 );
 
 pub fn secret() -> Secret {
@@ -351,4 +431,73 @@ pub async fn complete(
         .complete(id, TYPE, token, retention)
         .await
         .expect("complete")
+}
+
+/// A handler that counts its calls, says when one starts, and answers 200 only once it is let
+/// through ([`GatedHandler::open`]); for holding a delivery mid-handler while a test breaks
+/// something.
+#[derive(Clone)]
+pub struct GatedHandler {
+    calls: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    started: std::sync::Arc<tokio::sync::Semaphore>,
+    gate: std::sync::Arc<tokio::sync::Semaphore>,
+}
+
+impl Default for GatedHandler {
+    fn default() -> Self {
+        Self {
+            calls: Default::default(),
+            started: std::sync::Arc::new(tokio::sync::Semaphore::new(0)),
+            gate: std::sync::Arc::new(tokio::sync::Semaphore::new(0)),
+        }
+    }
+}
+
+impl GatedHandler {
+    /// How many times the handler was called.
+    pub fn calls(&self) -> usize {
+        self.calls.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Waits (at most 10 s) until a call has started.
+    pub async fn started(&self) {
+        tokio::time::timeout(Duration::from_secs(10), self.started.acquire())
+            .await
+            .expect("the handler starts within 10 s")
+            .expect("the semaphore is open")
+            .forget();
+    }
+
+    /// Lets every call waiting in the handler (and every later one) answer.
+    pub fn open(&self) {
+        self.gate
+            .add_permits(tokio::sync::Semaphore::MAX_PERMITS / 2);
+    }
+
+    /// The handler as a tower service.
+    pub fn service(
+        &self,
+    ) -> impl tower::Service<
+        http::Request<http_body_util::Full<bytes::Bytes>>,
+        Response = http::Response<http_body_util::Full<bytes::Bytes>>,
+        Error = std::convert::Infallible,
+        Future = impl Send,
+    > + Clone
+    + Send
+    + 'static {
+        let this = self.clone();
+        tower::service_fn(
+            move |_request: http::Request<http_body_util::Full<bytes::Bytes>>| {
+                let this = this.clone();
+                async move {
+                    this.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    this.started.add_permits(1);
+                    let _pass = this.gate.acquire().await.expect("the gate is open");
+                    Ok(http::Response::new(http_body_util::Full::new(
+                        bytes::Bytes::new(),
+                    )))
+                }
+            },
+        )
+    }
 }

@@ -1,0 +1,412 @@
+//! [`SqlStore`]: the idempotency store over a SQL database, written once for every dialect.
+
+use std::{fmt, sync::Arc, time::Duration};
+
+use async_trait::async_trait;
+use sangho_webhook::store::{Claim, ClaimToken, IdempotencyStore, StoreError};
+use sqlx::Pool;
+
+use crate::{
+    Error, PurgeTask, TableName,
+    dialect::{Bind, Dialect, Driver, micros},
+    error::store_error,
+    purge::Purge,
+};
+
+/// The idempotency store over a SQL database: [`PostgresStore`](crate::PostgresStore),
+/// [`SqliteStore`](crate::SqliteStore) or [`MariaDbStore`](crate::MariaDbStore), one engine
+/// whose [`Dialect`] supplies the SQL.
+///
+/// The table (default `processed_webhook_events`, see [`TableName`]) keeps the provider's
+/// documented columns and adds three; create it with [`migrate`](Self::migrate) or the
+/// crate's `migrations/` scripts:
+///
+/// | column | meaning |
+/// | --- | --- |
+/// | `event_id`, `event_type` | the event (primary key, and its type for operators) |
+/// | `processed_at` | when the event was last claimed: the arrival of the delivery that processed it |
+/// | `state` | `in_flight` or `completed` |
+/// | `claim_token` | the owner of the record (kept once completed: a repeated completion by the same owner succeeds) |
+/// | `expires_at` | in flight: the end of the lease; completed: the end of the retention |
+///
+/// A record whose `expires_at` has passed counts as no record at all. Each operation is one
+/// statement:
+///
+/// - **claim**: `INSERT … ON CONFLICT (event_id) DO UPDATE … <only if the row's expiry has
+///   passed> RETURNING …`: atomic and race-free, among any number of concurrent claims of one
+///   event, across every server sharing the database, exactly one is acquired. (SQLite reads
+///   the state of a duplicate with a second statement.)
+/// - **renew**: the same upsert, taken only when the row is the token's or no longer live: it
+///   extends the token's lease, or records its claim again.
+/// - **complete**: the same upsert, recording the event as completed by the token unless
+///   another owner's record is live: so a completion succeeds even after the token's own lease
+///   ran out, when nobody took the event over.
+/// - **release**: a `DELETE` of the token's live claim.
+///
+/// Every time is the database's clock, read once per statement: the clocks of the servers
+/// play no part.
+pub struct SqlStore<D: Dialect> {
+    pool: Pool<D::Database>,
+    table: TableName,
+    synchronous_claims: bool,
+    adopted_retention: Duration,
+    queries: Arc<Queries>,
+}
+
+/// A store's statements, prepared once for its table and settings.
+#[derive(Debug)]
+struct Queries {
+    claim: Arc<str>,
+    renew: Arc<str>,
+    complete: Arc<str>,
+    release: Arc<str>,
+    state: Arc<str>,
+}
+
+impl Queries {
+    fn new<D: Dialect>(table: &TableName, synchronous_claims: bool) -> Self {
+        let statements = D::STATEMENTS;
+        let commit = if synchronous_claims {
+            "NULL"
+        } else {
+            statements.asynchronous_commit
+        };
+        let sql = |template: &str, commit: &str| table.sql(&template.replace("{commit}", commit));
+        Self {
+            claim: sql(statements.claim, commit),
+            renew: sql(statements.renew, commit),
+            complete: sql(statements.complete, commit),
+            // Losing a release only delays the next delivery by a lease: never worth a flush.
+            release: sql(statements.release, statements.asynchronous_commit),
+            state: sql(statements.state, commit),
+        }
+    }
+}
+
+impl<D: Dialect> Clone for SqlStore<D> {
+    fn clone(&self) -> Self {
+        Self {
+            pool: self.pool.clone(),
+            table: self.table.clone(),
+            synchronous_claims: self.synchronous_claims,
+            adopted_retention: self.adopted_retention,
+            queries: self.queries.clone(),
+        }
+    }
+}
+
+impl<D: Dialect> fmt::Debug for SqlStore<D> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SqlStore")
+            .field("database", &<D::Database as sqlx::Database>::NAME)
+            .field("table", &self.table)
+            .field("synchronous_claims", &self.synchronous_claims)
+            .field("adopted_retention", &self.adopted_retention)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<D: Dialect> SqlStore<D> {
+    /// How long the pool of the store's `connect` waits for a connection before an operation
+    /// fails (with [`StoreError::Timeout`]): shorter than the layer's default store timeout.
+    pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
+
+    /// How many connections the pool of the store's `connect` opens at most.
+    pub const MAX_CONNECTIONS: u32 = D::MAX_CONNECTIONS;
+
+    /// How many rows one batch of [`purge`](Self::purge) deletes at most (of each kind).
+    pub const PURGE_BATCH: u64 = 1000;
+
+    /// How long [`purge`](Self::purge) pauses between batches.
+    pub const PURGE_PAUSE: Duration = Duration::from_millis(20);
+
+    /// The default [adopted retention](Self::with_adopted_retention): 72 hours, the layer's
+    /// default retention.
+    pub const ADOPTED_RETENTION: Duration = Duration::from_secs(72 * 3600);
+
+    /// A store over `pool`, on the default table `processed_webhook_events`.
+    ///
+    /// Build the pool with this crate's re-exported [`sqlx`](crate::sqlx), and give it an
+    /// [`acquire_timeout`](sqlx::pool::PoolOptions::acquire_timeout) shorter than the layer's
+    /// store timeout, so that an unreachable database surfaces as a store error. The store
+    /// leaves the pool's session settings as they are.
+    pub fn new(pool: Pool<D::Database>) -> Self {
+        Self::with_settings(pool, TableName::default(), true)
+    }
+
+    pub(crate) fn with_settings(
+        pool: Pool<D::Database>,
+        table: TableName,
+        synchronous_claims: bool,
+    ) -> Self {
+        Self {
+            queries: Arc::new(Queries::new::<D>(&table, synchronous_claims)),
+            pool,
+            table,
+            synchronous_claims,
+            adopted_retention: Self::ADOPTED_RETENTION,
+        }
+    }
+
+    /// How long the rows of an adopted table count as completed: [`migrate`](Self::migrate)
+    /// upgrades a table of the provider's documented schema (`event_id`, `event_type`,
+    /// `processed_at`) in place, and each row already in it counts as a completed event until
+    /// its `processed_at` (or, without one, the time of the upgrade) plus this. Set it to the
+    /// layer's retention; the default is [`ADOPTED_RETENTION`](Self::ADOPTED_RETENTION).
+    #[must_use]
+    pub fn with_adopted_retention(self, retention: Duration) -> Self {
+        Self {
+            adopted_retention: retention,
+            ..self
+        }
+    }
+
+    pub(crate) fn adopted_retention(&self) -> Duration {
+        self.adopted_retention
+    }
+
+    /// Uses the table `name` instead of `processed_webhook_events`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::InvalidTableName`] if `name` is not a plain identifier (see [`TableName`]).
+    pub fn with_table_name(self, name: impl Into<String>) -> Result<Self, Error> {
+        Ok(self.with_table(TableName::new(name)?))
+    }
+
+    /// Uses the (already checked) table `table`.
+    #[must_use]
+    pub fn with_table(self, table: TableName) -> Self {
+        Self {
+            queries: Arc::new(Queries::new::<D>(&table, self.synchronous_claims)),
+            table,
+            ..self
+        }
+    }
+
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) fn set_synchronous_claims(self, synchronous: bool) -> Self {
+        Self {
+            queries: Arc::new(Queries::new::<D>(&self.table, synchronous)),
+            synchronous_claims: synchronous,
+            ..self
+        }
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &Pool<D::Database> {
+        &self.pool
+    }
+
+    /// The table.
+    pub fn table(&self) -> &TableName {
+        &self.table
+    }
+
+    /// The migration script for this store's table: the crate's `migrations/` script of its
+    /// database, with the table and index names substituted. Run it with your own migration
+    /// tool if you prefer.
+    pub fn schema(&self) -> String {
+        self.table.schema(D::SCHEMA)
+    }
+
+    /// Creates the table and its indexes if they are missing, or adopts a table of the
+    /// provider's documented schema: its columns keep their types, the store's columns are
+    /// added, and its rows count as completed events for the
+    /// [adopted retention](Self::with_adopted_retention). A table of that name that lacks
+    /// `event_id` or `event_type` is refused, and left as it is. Safe to call on every start,
+    /// from several replicas at once (they take turns on a lock); once the table is up to date
+    /// it only reads the catalog.
+    ///
+    /// # Errors
+    ///
+    /// - [`Error::IncompatibleTable`] for a table the store cannot use, naming the missing
+    ///   columns;
+    /// - [`Error::MigrationLocked`] when another migration held the lock for too long;
+    /// - [`Error::Database`] if the database refuses (e.g. no `CREATE` privilege, or, on
+    ///   PostgreSQL, the table stayed busy for longer than the upgrade's `lock_timeout` of 2
+    ///   seconds: the upgrade gives up rather than queue the traffic behind it).
+    pub async fn migrate(&self) -> Result<(), Error> {
+        D::migrate(self).await
+    }
+
+    /// Deletes the rows past their own expiry: completed events past their retention (as
+    /// the layer recorded it), and abandoned claims past their lease (harmless either way: a
+    /// delivery would take them over). A row written by another tool without an expiry
+    /// counts as completed until `retention` after its `processed_at`. Answers how many rows
+    /// it deleted. Never a live record.
+    ///
+    /// It deletes in batches of [`PURGE_BATCH`](Self::PURGE_BATCH) rows, each its own short
+    /// transaction at READ COMMITTED under a statement and a lock timeout, and pauses
+    /// [`PURGE_PAUSE`](Self::PURGE_PAUSE) between batches: however large the backlog, a
+    /// claim never waits behind the purge for more than one batch. Times are the database's
+    /// and stored in UTC (or as points in time), so the answer does not depend on any
+    /// session's time zone. For cron, [`cron_purge_sql`](Self::cron_purge_sql) is the same
+    /// as plain SQL.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Database`] if a statement fails (the batches before it stay deleted).
+    pub async fn purge(&self, retention: Duration) -> Result<u64, Error> {
+        let mut deleted = 0;
+        loop {
+            let batch = D::purge_batch(self, retention, Self::PURGE_BATCH).await?;
+            deleted += batch;
+            if batch < Self::PURGE_BATCH {
+                return Ok(deleted);
+            }
+            tokio::time::sleep(Self::PURGE_PAUSE).await;
+        }
+    }
+
+    /// One batch of the purge as plain SQL, for this store's table, to run from cron (repeat
+    /// it until it deletes nothing). It gives the same answer from a session in any time zone.
+    ///
+    /// ```
+    /// # #[cfg(feature = "postgres")] {
+    /// use sangho_webhook_sqlx::{PostgresStore, sqlx::postgres::PgPoolOptions};
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let pool = PgPoolOptions::new().connect_lazy("postgres://localhost/app").unwrap();
+    /// let sql = PostgresStore::new(pool).cron_purge_sql();
+    /// assert!(sql.starts_with("DELETE FROM processed_webhook_events"));
+    /// # });
+    /// # }
+    /// ```
+    pub fn cron_purge_sql(&self) -> String {
+        self.table.schema(D::CRON_PURGE)
+    }
+
+    /// Runs [`purge`](Self::purge)`(retention)` now and then every `period` on a background task
+    /// until the returned [`PurgeTask`] is stopped or dropped.
+    ///
+    /// # Panics
+    ///
+    /// If called outside a Tokio runtime.
+    pub fn spawn_purge(&self, retention: Duration, period: Duration) -> PurgeTask {
+        PurgeTask::spawn(self.clone(), retention, period)
+    }
+
+    fn error(&self, error: sqlx::Error) -> StoreError {
+        store_error(error, self.pool.options().get_acquire_timeout())
+    }
+
+    /// Runs one of the store's statements: its text answer, if any.
+    async fn fetch(
+        &self,
+        sql: &Arc<str>,
+        binds: &[Bind<'_>],
+    ) -> Result<Option<String>, sqlx::Error> {
+        D::Database::fetch_text(&self.pool, sql, binds).await
+    }
+
+    /// Runs an owner-answering statement (renew, complete, release): whether the row is now,
+    /// or was, `token`'s.
+    async fn owned(
+        &self,
+        sql: &Arc<str>,
+        binds: &[Bind<'_>],
+        token: &ClaimToken,
+    ) -> Result<bool, StoreError> {
+        let owner = self
+            .fetch(sql, binds)
+            .await
+            .map_err(|error| self.error(error))?;
+        Ok(owner.as_deref() == Some(token.as_str()))
+    }
+}
+
+impl<D: Dialect> Purge for SqlStore<D> {
+    async fn purge(&self, retention: Duration) -> Result<u64, Error> {
+        SqlStore::purge(self, retention).await
+    }
+}
+
+#[async_trait]
+impl<D: Dialect> IdempotencyStore for SqlStore<D> {
+    async fn claim(
+        &self,
+        event_id: &str,
+        event_type: &str,
+        token: &ClaimToken,
+        lease: Duration,
+    ) -> Result<Claim, StoreError> {
+        let binds = [
+            Bind::Text(event_id),
+            Bind::Text(event_type),
+            Bind::Text(token.as_str()),
+            Bind::Int(micros(lease)),
+        ];
+        let claim_binds: Vec<Bind<'_>> = D::STATEMENTS
+            .claim_binds
+            .iter()
+            .map(|&bind| binds[bind])
+            .collect();
+        let answer = match self.fetch(&self.queries.claim, &claim_binds).await {
+            Ok(Some(answer)) => answer,
+            Ok(None) if D::READS_STATE_OF_A_DUPLICATE => {
+                // A live record: completed, or another claim in flight. Gone since (released,
+                // purged): it was in flight when the claim ran.
+                self.fetch(&self.queries.state, &binds[..1])
+                    .await
+                    .map_err(|error| self.error(error))?
+                    .unwrap_or_else(|| "in_flight".to_owned())
+            }
+            Ok(None) => "in_flight".to_owned(),
+            // The database aborted the claim to resolve a conflict with a concurrent one (a
+            // serialization failure under a stricter isolation level than READ COMMITTED, or
+            // a deadlock): another delivery is claiming the event right now.
+            Err(sqlx::Error::Database(error)) if D::is_conflict(&*error) => {
+                tracing::debug!(event_id, %error, "a concurrent claim won the row");
+                return Ok(Claim::InFlight);
+            }
+            Err(error) => return Err(self.error(error)),
+        };
+        match answer.as_str() {
+            "acquired" => Ok(Claim::Acquired),
+            owner if owner == token.as_str() => Ok(Claim::Acquired),
+            "completed" => Ok(Claim::Completed),
+            "in_flight" => Ok(Claim::InFlight),
+            owner if owner.len() == token.as_str().len() => Ok(Claim::InFlight),
+            other => Err(StoreError::Protocol(format!(
+                "unexpected claim answer {other:?}"
+            ))),
+        }
+    }
+
+    async fn renew(
+        &self,
+        event_id: &str,
+        event_type: &str,
+        token: &ClaimToken,
+        lease: Duration,
+    ) -> Result<bool, StoreError> {
+        let binds = [
+            Bind::Text(event_id),
+            Bind::Text(event_type),
+            Bind::Text(token.as_str()),
+            Bind::Int(micros(lease)),
+        ];
+        self.owned(&self.queries.renew, &binds, token).await
+    }
+
+    async fn complete(
+        &self,
+        event_id: &str,
+        event_type: &str,
+        token: &ClaimToken,
+        retention: Duration,
+    ) -> Result<bool, StoreError> {
+        let binds = [
+            Bind::Text(event_id),
+            Bind::Text(event_type),
+            Bind::Text(token.as_str()),
+            Bind::Int(micros(retention)),
+        ];
+        self.owned(&self.queries.complete, &binds, token).await
+    }
+
+    async fn release(&self, event_id: &str, token: &ClaimToken) -> Result<bool, StoreError> {
+        let binds = [Bind::Text(event_id), Bind::Text(token.as_str())];
+        self.owned(&self.queries.release, &binds, token).await
+    }
+}
