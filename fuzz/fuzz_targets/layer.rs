@@ -27,7 +27,7 @@ use http_body::{Body, Frame};
 use http_body_util::{BodyExt, Full};
 use libfuzzer_sys::fuzz_target;
 use sangho_webhook::{
-    SanghoEvent, SanghoWebhookLayer,
+    SanghoEvent, SanghoWebhookLayer, WebhookBody,
     signature::{Secret, verify},
     store::{Claim, ClaimToken, IdempotencyStore, MokaStore, StoreError, async_trait},
     testing::fixtures,
@@ -251,7 +251,7 @@ async fn run(attempts: Vec<Attempt>) {
         let handler = {
             let (secret, running, handled, calls) =
                 (secret.clone(), running.clone(), handled.clone(), calls.clone());
-            tower::service_fn(move |request: Request<Full<Bytes>>| {
+            tower::service_fn(move |request: Request<WebhookBody>| {
                 let (secret, running, handled, calls) =
                     (secret.clone(), running.clone(), handled.clone(), calls.clone());
                 async move {

@@ -262,18 +262,9 @@ async fn a_database_crash_restart_mid_handler_loses_no_claim_and_doubles_nothing
 /// the layer answers with the handler's response and retries the completion in the background
 /// until the database is back (restarted 2 s later), so a redelivery is then a duplicate and
 /// the handler ran once.
-///
-/// This needs the layer's completion retries (the core crate's, not this store's): set
-/// `SANGHO_TEST_COMPLETION_RETRIES=1` to run it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs PostgreSQL's server binaries (initdb, pg_ctl): run with --include-ignored"]
 async fn a_completion_during_a_database_crash_is_retried_until_it_is_back() {
-    if std::env::var("SANGHO_TEST_COMPLETION_RETRIES").as_deref() != Ok("1") {
-        eprintln!(
-            "skipped: set SANGHO_TEST_COMPLETION_RETRIES=1 (needs the layer's completion retries)"
-        );
-        return;
-    }
     let server = PrivatePostgres::start(&["fsync = on", "synchronous_commit = on"]);
     let (_, admin) = store_on(&server).await;
     drop(admin);

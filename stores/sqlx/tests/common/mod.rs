@@ -394,12 +394,14 @@ pub fn secret() -> Secret {
     Secret::new(fixtures::SECRET).expect("the fixture secret")
 }
 
+/// A builder with the fixture secret at the fixtures' fixed time.
+pub fn builder(store: impl IdempotencyStore) -> sangho_webhook::SanghoWebhookLayerBuilder {
+    SanghoWebhookLayer::builder(secret(), store).with_clock(fixtures::fixed_clock)
+}
+
 /// A layer with the fixture secret at the fixtures' fixed time.
 pub fn layer(store: impl IdempotencyStore) -> SanghoWebhookLayer {
-    SanghoWebhookLayer::builder(secret(), store)
-        .with_clock(fixtures::fixed_clock)
-        .build()
-        .expect("valid settings")
+    builder(store).build().expect("valid settings")
 }
 
 /// Claims `id` with a fresh token and expects to acquire it.
