@@ -35,7 +35,7 @@ pub trait SqlStore: IdempotencyStore + Purge {
     fn spawn_purge(&self, retention: Duration, period: Duration) -> PurgeTask;
     /// Moves the `processed_at` of event `id` four days back.
     async fn backdate(&self, id: &str);
-    /// Inserts event `id` as the seed's recipe does (no state of its own), processed four days
+    /// Inserts event `id` as the provider's documented recipe does (no state of its own), processed four days
     /// ago when `old`, now otherwise.
     async fn insert_seed_row(&self, id: &str, old: bool);
     /// The ids of every row of the table.

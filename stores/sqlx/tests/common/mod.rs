@@ -290,7 +290,7 @@ macro_rules! sql_store {
                     .bind(TYPE)
                     .execute(self.pool())
                     .await
-                    .expect("insert a seed-style row");
+                    .expect("insert a row of the provider's recipe");
             }
             async fn event_ids(&self) -> BTreeSet<String> {
                 bodies::event_ids(self.pool(), self.table()).await
