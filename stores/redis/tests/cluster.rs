@@ -135,7 +135,7 @@ async fn replica_waits_run_on_the_primary_of_each_key() {
     use sangho_webhook_redis::ReplicationError;
     use std::error::Error as _;
 
-    const TYPE: &str = "payment_intent.succeeded";
+    use sangho_webhook::testing::fixtures::EVENT_TYPE as TYPE;
     let lease = Duration::from_secs(30);
     let cluster = Cluster::start_with_replicas(1).await;
     assert_eq!(cluster.replicas().len(), 3);

@@ -10,21 +10,16 @@ use common::RedisServer;
 use http::StatusCode;
 use sangho_webhook::{
     SanghoWebhook, SanghoWebhookLayer,
-    signature::Secret,
     testing::{CountingHandler, Delivery, conformance::unique_event_id, fixtures, send},
 };
 use sangho_webhook_redis::RedisStore;
 use tower::Layer as _;
 
-const TYPE: &str = "payment_intent.succeeded";
+use sangho_webhook::testing::fixtures::{EVENT_TYPE as TYPE, secret};
 /// The layer's store timeout in this test.
 const STORE_TIMEOUT: Duration = Duration::from_secs(1);
 /// How long a refused delivery may take: the store timeout, and some slack.
 const REFUSAL_BOUND: Duration = Duration::from_secs(3);
-
-fn secret() -> Secret {
-    Secret::new(fixtures::SECRET).expect("the fixture secret is not empty")
-}
 
 /// Delivers event `id` once; answers the status, the `Retry-After` header and how long it took.
 async fn deliver(

@@ -12,7 +12,7 @@ use sangho_webhook_redis::{
     redis::{self, AsyncCommands},
 };
 
-const TYPE: &str = "payment_intent.succeeded";
+use sangho_webhook::testing::fixtures::EVENT_TYPE as TYPE;
 const LEASE: Duration = Duration::from_secs(30);
 const RETENTION: Duration = Duration::from_secs(72 * 3600);
 
@@ -24,12 +24,8 @@ async fn manager() -> HealingConnection {
         .expect("the test Redis answers")
 }
 
-async fn acquire(store: &impl IdempotencyStore, id: &str) -> ClaimToken {
-    let token = ClaimToken::generate();
-    match store.claim(id, TYPE, &token, LEASE).await {
-        Ok(Claim::Acquired) => token,
-        other => panic!("claiming {id} should acquire it, got {other:?}"),
-    }
+async fn acquire(store: &(impl IdempotencyStore + Sized), id: &str) -> ClaimToken {
+    sangho_webhook::testing::conformance::acquire(store, id, LEASE).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

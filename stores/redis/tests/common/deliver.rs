@@ -5,17 +5,12 @@ use std::time::{Duration, Instant};
 use http::StatusCode;
 use sangho_webhook::{
     SanghoWebhook, SanghoWebhookLayer, SanghoWebhookLayerBuilder,
-    signature::Secret,
     store::IdempotencyStore,
     testing::{CountingHandler, Delivery, fixtures, send},
 };
 use tower::Layer as _;
 
-pub const TYPE: &str = "payment_intent.succeeded";
-
-pub fn secret() -> Secret {
-    Secret::new(fixtures::SECRET).expect("the fixture secret is not empty")
-}
+pub use sangho_webhook::testing::fixtures::{EVENT_TYPE as TYPE, secret};
 
 /// The layer over `store` with the fixtures' clock and the settings of `configure`, around
 /// `handler`.
