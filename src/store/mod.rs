@@ -39,7 +39,7 @@
 //! The crate ships [`MokaStore`] (in memory, for tests and one-process development).
 //! Production stores live in their own crates: `sangho-webhook-sqlx` (PostgreSQL, SQLite,
 //! MariaDB) and `sangho-webhook-redis` (Redis and Redis Cluster). Any other store can be written
-//! against this trait (this module re-exports [`async_trait`]) and checked against every rule
+//! against this trait (this module re-exports [`async_trait`](macro@async_trait)) and checked against every rule
 //! above with the conformance suite in `testing` (feature `test-util`).
 
 mod memory;
