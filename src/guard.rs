@@ -14,7 +14,7 @@ use tokio::time::{Instant, sleep, timeout};
 use crate::{
     SanghoEvent,
     error_chain::ErrorChain,
-    event::SharedText,
+    event::{DeliveryClaim, SharedText},
     layer::Config,
     store::{Claim, ClaimToken, StoreError},
 };
@@ -27,6 +27,8 @@ struct Owned {
     event_id: SharedText,
     event_type: SharedText,
     token: ClaimToken,
+    /// What the handler sees of the claim; set before the handler is called.
+    delivery: Option<DeliveryClaim>,
 }
 
 /// What a guard dropped before it was settled does.
@@ -72,14 +74,19 @@ impl ClaimGuard {
                 event_id,
                 event_type,
                 token: ClaimToken::generate(),
+                delivery: None,
             },
             on_drop: OnDrop::Release,
         }
     }
 
-    /// The token of the claim.
-    pub(crate) fn token(&self) -> ClaimToken {
-        self.claim.token
+    /// The claim as the handler sees it: its token, and whether a transaction of the
+    /// handler's holds the completion (then the claim is no longer renewed).
+    pub(crate) fn delivery_claim(&mut self) -> DeliveryClaim {
+        self.claim
+            .delivery
+            .get_or_insert_with(|| DeliveryClaim::new(self.claim.token))
+            .clone()
     }
 
     /// The id of the event claimed.
@@ -303,6 +310,15 @@ async fn renew_periodically(claim: &Owned, limit: Duration) {
             return;
         }
         tokio::time::sleep_until(next).await;
+        if claim
+            .delivery
+            .as_ref()
+            .is_some_and(DeliveryClaim::completion_held)
+        {
+            // The handler's transaction holds the completion (and its row's lock): renewing
+            // would wait on it. The layer completes after the handler answers.
+            return;
+        }
         match claim.renew().await {
             Ok(true) => tracing::trace!(event_id = %claim.event_id, "claim renewed"),
             Ok(false) => return claim.taken_over("renew"),

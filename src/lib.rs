@@ -98,7 +98,7 @@ pub mod store;
 pub mod testing;
 
 pub use body::{ResponseBody, WebhookBody};
-pub use event::SanghoEvent;
+pub use event::{DeliveryClaim, SanghoEvent};
 #[cfg(feature = "axum")]
 pub use extract::Event;
 pub use future::ResponseFuture;

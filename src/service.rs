@@ -221,7 +221,7 @@ where
     let mut request = Request::from_parts(parts, WebhookBody::new(event.raw().clone()));
     request
         .extensions_mut()
-        .insert(event.with_claim_token(guard.token()));
+        .insert(event.with_claim(guard.delivery_claim()));
     let result = guard.renewing(inner.call(request)).await;
 
     // 9. Record the outcome. Dropping this future before here releases the claim (the guard).

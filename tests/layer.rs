@@ -697,7 +697,7 @@ async fn the_handler_sees_the_token_its_claim_holds() {
             let (store, seen) = (store.clone(), seen.clone());
             async move {
                 let event = request.extensions().get::<SanghoEvent>().unwrap().clone();
-                let token = *event.claim_token().expect("the layer sets the token");
+                let token = *event.claim().expect("the layer sets the claim").token();
                 // The token owns the live claim: renewing with it succeeds, another does not.
                 let lease = Duration::from_secs(30);
                 assert!(store.renew(event.id(), TYPE, &token, lease).await.unwrap());
@@ -719,7 +719,7 @@ async fn the_handler_sees_the_token_its_claim_holds() {
     assert!(
         SanghoEvent::parse(Bytes::from_static(br#"{"id":"e","type":"t"}"#))
             .unwrap()
-            .claim_token()
+            .claim()
             .is_none()
     );
 }

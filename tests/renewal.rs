@@ -127,3 +127,33 @@ async fn a_renewal_that_finds_the_claim_taken_over_is_logged_at_error() {
     assert_eq!(taken_over.level, tracing::Level::ERROR);
     assert_eq!(taken_over.fields["event_id"], "evt_lost");
 }
+
+#[tokio::test]
+async fn once_the_handlers_transaction_holds_the_completion_the_claim_is_not_renewed() {
+    let store = SpyStore::default();
+    let holding = tower::service_fn(
+        |request: http::Request<sangho_webhook::WebhookBody>| async move {
+            let event = request
+                .extensions()
+                .get::<sangho_webhook::SanghoEvent>()
+                .unwrap();
+            // What a store's `complete_in` does once the completion is in the transaction.
+            event.claim().unwrap().hold_completion();
+            tokio::time::sleep(Duration::from_millis(1_500)).await;
+            Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+        },
+    );
+    let service = builder(store.clone())
+        .with_lease(SECOND)
+        .build()
+        .unwrap()
+        .layer(holding);
+    let answer = send(&service, delivery("evt_held").into_request()).await;
+    assert_eq!(answer.status, StatusCode::OK);
+    assert_eq!(
+        store.renewals(),
+        0,
+        "no renewal waits on the transaction's row"
+    );
+    assert_eq!(store.peek("evt_held").await, Claim::Completed);
+}

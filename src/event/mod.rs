@@ -1,5 +1,6 @@
 //! The verified event the layer hands to the handler.
 
+mod claim;
 mod head;
 
 use std::{borrow::Cow, fmt};
@@ -7,7 +8,7 @@ use std::{borrow::Cow, fmt};
 use bytes::Bytes;
 use serde::{Deserialize, de::DeserializeOwned};
 
-use crate::store::ClaimToken;
+pub use claim::DeliveryClaim;
 
 /// The longest event id the layer accepts (the SQL schema's `VARCHAR(50)`).
 pub const MAX_EVENT_ID_LEN: usize = 50;
@@ -51,7 +52,7 @@ pub struct SanghoEvent {
     livemode: Option<bool>,
     api_version: Option<SharedText>,
     raw: Bytes,
-    claim: Option<ClaimToken>,
+    claim: Option<DeliveryClaim>,
 }
 
 /// Why a verified body is not an acceptable event.
@@ -161,11 +162,11 @@ impl SanghoEvent {
         &self.raw
     }
 
-    /// The token of this delivery's claim on the event, which the layer drew before calling
-    /// the handler: a store that can join the handler's own database transaction records the
-    /// completion with it, so that the handler's effects and the completion commit together.
-    /// `None` for an event parsed outside the layer.
-    pub fn claim_token(&self) -> Option<&ClaimToken> {
+    /// This delivery's claim on the event, which the layer made before calling the handler:
+    /// a store that can join the handler's own database transaction records the completion
+    /// with it, so that the handler's effects and the completion commit together. `None` for
+    /// an event parsed outside the layer.
+    pub fn claim(&self) -> Option<&DeliveryClaim> {
         self.claim.as_ref()
     }
 
@@ -174,9 +175,9 @@ impl SanghoEvent {
         (self.id.clone(), self.event_type.clone())
     }
 
-    /// The event with this delivery's claim token.
-    pub(crate) fn with_claim_token(mut self, token: ClaimToken) -> Self {
-        self.claim = Some(token);
+    /// The event with this delivery's claim.
+    pub(crate) fn with_claim(mut self, claim: DeliveryClaim) -> Self {
+        self.claim = Some(claim);
         self
     }
 
