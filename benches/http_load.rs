@@ -47,7 +47,7 @@ use sangho_webhook::{
     SanghoEvent, SanghoWebhookLayer,
     signature::Secret,
     store::{IdempotencyStore, MokaStore},
-    testing::fixtures,
+    testing::{NullStore, fixtures},
 };
 use tokio::{net::TcpListener, sync::oneshot};
 
@@ -153,40 +153,6 @@ enum Variant {
     /// The handler behind the layer over [`NullStore`]: the layer's cost without a store's
     /// (and without deduplication, so without the exactly-once check).
     LayerNullStore(SanghoWebhookLayer),
-}
-
-/// A store that acquires every claim at once and records nothing.
-struct NullStore {
-    token: sangho_webhook::store::ClaimToken,
-}
-
-#[async_trait::async_trait]
-impl IdempotencyStore for NullStore {
-    async fn claim(
-        &self,
-        _: &str,
-        _: &str,
-        _: Duration,
-    ) -> Result<sangho_webhook::store::Claim, sangho_webhook::store::StoreError> {
-        Ok(sangho_webhook::store::Claim::Acquired(self.token.clone()))
-    }
-
-    async fn complete(
-        &self,
-        _: &str,
-        _: &sangho_webhook::store::ClaimToken,
-        _: Duration,
-    ) -> Result<bool, sangho_webhook::store::StoreError> {
-        Ok(true)
-    }
-
-    async fn release(
-        &self,
-        _: &str,
-        _: &sangho_webhook::store::ClaimToken,
-    ) -> Result<bool, sangho_webhook::store::StoreError> {
-        Ok(true)
-    }
 }
 
 fn app(variant: Variant, counts: Arc<Counts>) -> Router {
@@ -457,9 +423,11 @@ async fn run(variant: Variant, load: Load) -> Result<RunResult, BoxError> {
 
 fn layer_with(store: impl IdempotencyStore) -> Result<SanghoWebhookLayer, BoxError> {
     Ok(
-        SanghoWebhookLayer::new(Secret::new(fixtures::SECRET)?, store)
+        SanghoWebhookLayer::builder(Secret::new(fixtures::SECRET)?, store)
             // Completed events of a load run need not outlive it by much (Redis keys expire).
-            .with_retention(Duration::from_secs(600)),
+            .with_retention(Duration::from_secs(600))
+            .with_short_retention_allowed(true)
+            .build()?,
     )
 }
 
@@ -583,8 +551,7 @@ async fn main_async() -> Result<(), BoxError> {
         for _ in 0..rounds {
             baseline.push(run(Variant::Bare, load).await?);
             by_hand.push(run(Variant::ByHand, load).await?);
-            let token = sangho_webhook::store::ClaimToken::generate();
-            let layer = layer_with(NullStore { token })?;
+            let layer = layer_with(NullStore)?;
             null.push(run(Variant::LayerNullStore(layer), load).await?);
             let layer = layer_with(MokaStore::new())?;
             moka.push(run(Variant::Layer(layer), load).await?);

@@ -42,8 +42,8 @@ use http_body_util::Full;
 use sangho_webhook::{
     SanghoWebhookLayer,
     signature::Secret,
-    store::{Claim, ClaimToken, IdempotencyStore, MokaStore, StoreError},
-    testing::{Delivery, fixtures},
+    store::{Claim, ClaimToken, IdempotencyStore, MokaStore},
+    testing::{Delivery, NullStore, fixtures},
 };
 use serde::Deserialize;
 use sha2::Sha256;
@@ -61,31 +61,33 @@ struct Needed<'a> {
     event_type: std::borrow::Cow<'a, str>,
 }
 
-/// A store that acquires every claim at once and records nothing.
-struct NullStore {
-    token: ClaimToken,
-}
-
-#[async_trait::async_trait]
-impl IdempotencyStore for NullStore {
-    async fn claim(&self, _: &str, _: &str, _: Duration) -> Result<Claim, StoreError> {
-        Ok(Claim::Acquired(self.token.clone()))
-    }
-
-    async fn complete(&self, _: &str, _: &ClaimToken, _: Duration) -> Result<bool, StoreError> {
-        Ok(true)
-    }
-
-    async fn release(&self, _: &str, _: &ClaimToken) -> Result<bool, StoreError> {
-        Ok(true)
-    }
+/// What the layer asks of the store for a new event: a claim, then a completion.
+async fn claim_and_complete(store: &MokaStore, id: &str) {
+    let token = ClaimToken::generate();
+    let lease = SanghoWebhookLayer::DEFAULT_LEASE;
+    let claim = store.claim(id, EVENT_TYPE, &token, lease).await;
+    assert!(
+        matches!(claim, Ok(Claim::Acquired)),
+        "a fresh id is acquired"
+    );
+    let retention = SanghoWebhookLayer::DEFAULT_RETENTION;
+    let completed = store.complete(id, EVENT_TYPE, &token, retention).await;
+    assert!(matches!(completed, Ok(true)));
 }
 
 /// The handler: answers 200 at once.
-async fn handler(_: Request<Full<Bytes>>) -> Result<Response<Full<Bytes>>, Infallible> {
+async fn handler<B>(_: Request<B>) -> Result<Response<Full<Bytes>>, Infallible> {
     Ok(Response::new(Full::new(Bytes::from_static(
         b"{\"received\":true}",
     ))))
+}
+
+/// The layer at the fixtures' fixed time.
+fn at_fixed_time(secret: &Secret, store: impl IdempotencyStore) -> SanghoWebhookLayer {
+    SanghoWebhookLayer::builder(secret.clone(), store)
+        .with_clock(fixtures::fixed_clock)
+        .build()
+        .expect("valid settings")
 }
 
 fn delivery(secret: &Secret, id: &str) -> Delivery {
@@ -99,9 +101,7 @@ fn layer(c: &mut Criterion) {
         .build()
         .expect("a runtime");
     let secret = Secret::new(fixtures::SECRET).expect("the fixture secret is not empty");
-    let service = SanghoWebhookLayer::new(secret.clone(), MokaStore::new())
-        .with_clock(fixtures::fixed_clock)
-        .layer(service_fn(handler));
+    let service = at_fixed_time(&secret, MokaStore::new()).layer(service_fn(handler));
 
     let mut group = c.benchmark_group("layer_2KiB");
     group
@@ -127,14 +127,7 @@ fn layer(c: &mut Criterion) {
         )
     });
 
-    let null_store = SanghoWebhookLayer::new(
-        secret.clone(),
-        NullStore {
-            token: ClaimToken::generate(),
-        },
-    )
-    .with_clock(fixtures::fixed_clock)
-    .layer(service_fn(handler));
+    let null_store = at_fixed_time(&secret, NullStore).layer(service_fn(handler));
     group.bench_function("layer/new_event_null_store", |b| {
         b.to_async(&runtime).iter_batched(
             || {
@@ -252,16 +245,7 @@ fn layer(c: &mut Criterion) {
             |id| {
                 let store = &store;
                 async move {
-                    let lease = SanghoWebhookLayer::DEFAULT_LEASE;
-                    let Ok(Claim::Acquired(token)) = store.claim(&id, EVENT_TYPE, lease).await
-                    else {
-                        panic!("a fresh id is acquired");
-                    };
-                    let retention = SanghoWebhookLayer::DEFAULT_RETENTION;
-                    assert!(matches!(
-                        store.complete(&id, &token, retention).await,
-                        Ok(true)
-                    ));
+                    claim_and_complete(store, &id).await;
                 }
             },
             BatchSize::SmallInput,
@@ -301,13 +285,8 @@ fn interleaved_check() {
         .build()
         .expect("a runtime");
     let secret = Secret::new(fixtures::SECRET).expect("the fixture secret is not empty");
-    let moka = SanghoWebhookLayer::new(secret.clone(), MokaStore::new())
-        .with_clock(fixtures::fixed_clock)
-        .layer(service_fn(handler));
-    let token = ClaimToken::generate();
-    let null = SanghoWebhookLayer::new(secret.clone(), NullStore { token })
-        .with_clock(fixtures::fixed_clock)
-        .layer(service_fn(handler));
+    let moka = at_fixed_time(&secret, MokaStore::new()).layer(service_fn(handler));
+    let null = at_fixed_time(&secret, NullStore).layer(service_fn(handler));
     let store = MokaStore::new();
     let next_id = AtomicU64::new(0);
     let fresh = |n: usize| -> Vec<Request<Full<Bytes>>> {
@@ -405,16 +384,7 @@ fn interleaved_check() {
                 runtime.block_on(async {
                     for request in requests {
                         let id = &request.uri().path()[1..];
-                        let lease = SanghoWebhookLayer::DEFAULT_LEASE;
-                        let Ok(Claim::Acquired(token)) = store.claim(id, EVENT_TYPE, lease).await
-                        else {
-                            panic!("a fresh id is acquired");
-                        };
-                        let retention = SanghoWebhookLayer::DEFAULT_RETENTION;
-                        assert!(matches!(
-                            store.complete(id, &token, retention).await,
-                            Ok(true)
-                        ));
+                        claim_and_complete(&store, id).await;
                     }
                 })
             }),

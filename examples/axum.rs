@@ -20,12 +20,18 @@
 //! The SQL stores are migrated at start, and a purge task deletes completed events past the
 //! retention every hour.
 //!
-//! It serves `POST /webhooks/sangho`, logs each event and answers `{"received":true}`. Ctrl-C
-//! stops it gracefully: in-flight deliveries finish first.
+//! It serves `POST /webhooks/sangho`, logs each event and answers `{"received":true}`, and
+//! `GET /health` beside it. The webhook layer is on the webhook route only: the other routes
+//! (and unknown paths, 404) are untouched. Ctrl-C stops it gracefully: in-flight deliveries
+//! finish first. A setting that cannot work (a secret with a trailing newline, say) stops it at
+//! start with the reason.
 
-use std::{error::Error, net::SocketAddr, time::Duration};
+use std::{error::Error, net::SocketAddr, process::ExitCode, time::Duration};
 
-use axum::{Extension, Json, Router, routing::post};
+use axum::{
+    Json, Router,
+    routing::{get, post},
+};
 use sangho_webhook::{SanghoEvent, SanghoWebhookLayer, signature::Secret, store::MokaStore};
 use sangho_webhook_redis::RedisStore;
 use sangho_webhook_sqlx::{PostgresStore, PurgeTask, SqliteStore};
@@ -40,7 +46,7 @@ const DEVELOPMENT_SECRET: &str = "whsec_development_only";
 const PURGE_PERIOD: Duration = Duration::from_secs(3600);
 
 /// Builds the layer over the store `url` names; answers the purge task too, for SQL stores.
-async fn webhook_layer(
+pub async fn webhook_layer(
     secret: Secret,
     url: &str,
 ) -> Result<(SanghoWebhookLayer, Option<PurgeTask>), Box<dyn Error>> {
@@ -69,7 +75,10 @@ async fn webhook_layer(
     }
 }
 
-async fn handle(Extension(event): Extension<SanghoEvent>) -> Json<Value> {
+/// The handler: runs once per event. `SanghoEvent` is the event the layer verified (a route
+/// without the layer answers 500 `webhook_layer_missing`). Answer 2xx only once the event's
+/// effects are durable: anything else releases the event for the provider's next delivery.
+async fn handle(event: SanghoEvent) -> Json<Value> {
     tracing::info!(
         id = event.id(),
         kind = event.event_type(),
@@ -79,39 +88,87 @@ async fn handle(Extension(event): Extension<SanghoEvent>) -> Json<Value> {
     Json(json!({ "received": true }))
 }
 
+/// The app: the webhook route with the layer on it alone, and a health check beside it.
+pub fn app(webhooks: SanghoWebhookLayer) -> Router {
+    Router::new()
+        .route("/webhooks/sangho", post(handle).layer(webhooks))
+        .route("/health", get(|| async { "ok" }))
+}
+
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn Error>> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,sangho_webhook=debug".into()),
-        )
-        .init();
-
-    let secret = match std::env::var("SANGHO_WEBHOOK_SECRET") {
-        Ok(secret) => Secret::new(secret)?,
-        Err(_) => {
-            tracing::warn!(
-                "SANGHO_WEBHOOK_SECRET is unset: using the development secret {DEVELOPMENT_SECRET:?}. \
-                 Anybody can forge events for it; never run like this in production."
-            );
-            Secret::new(DEVELOPMENT_SECRET)?
+async fn main() -> ExitCode {
+    match run().await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::FAILURE
         }
-    };
-    let address: SocketAddr = std::env::var("SANGHO_WEBHOOK_ADDR")
-        .unwrap_or_else(|_| "127.0.0.1:3000".to_owned())
-        .parse()?;
-    let store_url = std::env::var("SANGHO_STORE_URL")
-        .ok()
-        .filter(|url| !url.is_empty())
-        .unwrap_or_else(|| "sqlite://sangho-webhooks.db".to_owned());
-    let (webhooks, purge) = webhook_layer(secret, &store_url).await?;
+    }
+}
 
-    let app = Router::new()
-        .route("/webhooks/sangho", post(handle))
-        .layer(webhooks);
+async fn run() -> Result<(), Box<dyn Error>> {
+    tracing_subscriber::fmt()
+        .with_env_filter(log_filter())
+        .init();
+    let config = Config::from_env()?;
+    let (webhooks, purge) = webhook_layer(config.secret.clone(), &config.store_url).await?;
+    serve(app(webhooks), &config, purge).await
+}
+
+/// `RUST_LOG`, or `info` with the layer's `debug` events.
+pub fn log_filter() -> EnvFilter {
+    EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,sangho_webhook=debug".into())
+}
+
+/// The settings read from the environment (the table above).
+pub struct Config {
+    /// `SANGHO_WEBHOOK_SECRET`.
+    pub secret: Secret,
+    /// `SANGHO_WEBHOOK_ADDR`.
+    pub address: SocketAddr,
+    /// `SANGHO_STORE_URL`.
+    pub store_url: String,
+}
+
+impl Config {
+    /// Reads the environment; a secret that cannot work or an unparsable address is an error.
+    pub fn from_env() -> Result<Self, Box<dyn Error>> {
+        let secret = match std::env::var("SANGHO_WEBHOOK_SECRET") {
+            Ok(secret) => Secret::new(secret)?,
+            Err(_) => {
+                tracing::warn!(
+                    "SANGHO_WEBHOOK_SECRET is unset: using the development secret {DEVELOPMENT_SECRET:?}. \
+                     Anybody can forge events for it; never run like this in production."
+                );
+                Secret::new(DEVELOPMENT_SECRET)?
+            }
+        };
+        let address = std::env::var("SANGHO_WEBHOOK_ADDR")
+            .unwrap_or_else(|_| "127.0.0.1:3000".to_owned())
+            .parse()?;
+        let store_url = std::env::var("SANGHO_STORE_URL")
+            .ok()
+            .filter(|url| !url.is_empty())
+            .unwrap_or_else(|| "sqlite://sangho-webhooks.db".to_owned());
+        Ok(Self {
+            secret,
+            address,
+            store_url,
+        })
+    }
+}
+
+/// Serves `app` at the configured address until Ctrl-C, letting deliveries in progress finish,
+/// then stops the purge task.
+pub async fn serve(
+    app: Router,
+    config: &Config,
+    purge: Option<PurgeTask>,
+) -> Result<(), Box<dyn Error>> {
+    let address = config.address;
     let listener = tokio::net::TcpListener::bind(address).await?;
-    tracing::info!(%address, store = %redacted(&store_url), "listening on POST /webhooks/sangho");
+    let store = redacted(&config.store_url);
+    tracing::info!(%address, %store, "listening on POST /webhooks/sangho");
     axum::serve(listener, app)
         .with_graceful_shutdown(async {
             let _ = tokio::signal::ctrl_c().await;

@@ -23,7 +23,9 @@ use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full, combinators::BoxBody};
 use hyper::{body::Incoming, server::conn::http1, service::service_fn};
 use hyper_util::rt::TokioIo;
-use sangho_webhook::{SanghoEvent, SanghoWebhookLayer, signature::Secret, store::MokaStore};
+use sangho_webhook::{
+    SanghoEvent, SanghoWebhookLayer, WebhookBody, signature::Secret, store::MokaStore,
+};
 use tokio::{net::TcpListener, sync::watch, task::JoinSet};
 use tower::{Layer, Service, ServiceExt, service_fn as tower_service_fn};
 
@@ -43,7 +45,7 @@ pub type Body = BoxBody<Bytes, Infallible>;
 
 /// The handler: the layer calls it once per event, with the verified [`SanghoEvent`] in the
 /// request extensions and the raw body still in the request.
-pub async fn handle(request: Request<Full<Bytes>>) -> Result<Response<Full<Bytes>>, Infallible> {
+pub async fn handle(request: Request<WebhookBody>) -> Result<Response<Full<Bytes>>, Infallible> {
     let Some(event) = request.extensions().get::<SanghoEvent>() else {
         // Only reachable if the handler is mounted without the layer.
         return Ok(json(
@@ -84,7 +86,7 @@ pub fn app<H>(
 + Send
 + 'static
 where
-    H: Service<Request<Full<Bytes>>, Response = Response<Full<Bytes>>, Error = Infallible>
+    H: Service<Request<WebhookBody>, Response = Response<Full<Bytes>>, Error = Infallible>
         + Clone
         + Send
         + 'static,
@@ -201,7 +203,8 @@ pub fn layer_from_env() -> Result<SanghoWebhookLayer, BoxError> {
         "using the in-memory store: it forgets processed events on restart and is not shared \
          between replicas"
     );
-    Ok(SanghoWebhookLayer::new(Secret::new(secret)?, store))
+    let secret = Secret::new(secret).map_err(|error| format!("SANGHO_WEBHOOK_SECRET: {error}"))?;
+    Ok(SanghoWebhookLayer::new(secret, store))
 }
 
 #[tokio::main]

@@ -1,4 +1,6 @@
-//! [`ResponseBody`]: the handler's body, or the layer's own answer.
+//! The bodies: [`WebhookBody`], the verified request body the handler reads, and
+//! [`ResponseBody`], the handler's body or the layer's own answer. Both are this crate's own
+//! types, so that the bodies' building blocks (`http-body-util`) stay out of its public API.
 
 use std::{
     convert::Infallible,
@@ -10,6 +12,78 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::Full;
 use pin_project_lite::pin_project;
+
+/// The body of a request that reaches the handler: the verified bytes, exactly as sent, in one
+/// frame. Read it like any [`http_body::Body`], or take the bytes directly.
+///
+/// ```
+/// use http_body_util::BodyExt;
+/// use sangho_webhook::WebhookBody;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let body = WebhookBody::from_static(br#"{"id":"evt_1"}"#);
+/// assert_eq!(body.bytes().len(), 14);
+/// assert_eq!(body.collect().await.unwrap().to_bytes(), &br#"{"id":"evt_1"}"#[..]);
+/// # }
+/// ```
+#[derive(Clone, Debug, Default)]
+pub struct WebhookBody {
+    bytes: Option<Bytes>,
+    len: u64,
+}
+
+impl WebhookBody {
+    /// A body of `bytes`.
+    pub fn new(bytes: Bytes) -> Self {
+        let len = bytes.len() as u64;
+        Self {
+            bytes: (!bytes.is_empty()).then_some(bytes),
+            len,
+        }
+    }
+
+    /// A body of static bytes (for tests).
+    pub fn from_static(bytes: &'static [u8]) -> Self {
+        Self::new(Bytes::from_static(bytes))
+    }
+
+    /// The bytes not yet read (all of them, until the body is polled). Cloning them is cheap.
+    pub fn bytes(&self) -> Bytes {
+        self.bytes.clone().unwrap_or_default()
+    }
+
+    /// The bytes not yet read.
+    pub fn into_bytes(self) -> Bytes {
+        self.bytes.unwrap_or_default()
+    }
+}
+
+impl From<Bytes> for WebhookBody {
+    fn from(bytes: Bytes) -> Self {
+        Self::new(bytes)
+    }
+}
+
+impl Body for WebhookBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        Poll::Ready(self.bytes.take().map(|bytes| Ok(Frame::data(bytes))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.bytes.is_none()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(if self.bytes.is_some() { self.len } else { 0 })
+    }
+}
 
 pin_project! {
     /// The response body of [`SanghoWebhook`](crate::SanghoWebhook): the handler's body, or the

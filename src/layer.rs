@@ -1,4 +1,5 @@
-//! [`SanghoWebhookLayer`]: the configuration, with its defaults and builders.
+//! [`SanghoWebhookLayer`] and its builder: the configuration, its defaults, and the checks
+//! that refuse settings that cannot work.
 
 use std::{
     fmt,
@@ -8,48 +9,39 @@ use std::{
 
 use tower_layer::Layer;
 
-use crate::{SanghoWebhook, signature::Secret, store::IdempotencyStore};
+use crate::{
+    Rejection, SanghoWebhook, rejection::RejectionResponse, signature::Secret,
+    store::IdempotencyStore,
+};
 
 /// A source of the current time, for the timestamp tolerance check.
 pub(crate) type Clock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
 
-/// Receives Sangho webhooks: buffers the body under a limit, verifies the signature, parses the
-/// event into the request extensions and processes each event once, through an
-/// [`IdempotencyStore`].
+/// Receives Sangho webhooks: checks the signature header, buffers the body under a limit,
+/// verifies the signature, parses the event into the request extensions and processes each
+/// event once, through an [`IdempotencyStore`].
 ///
-/// | setting | default | builder |
-/// | --- | --- | --- |
-/// | secrets | the one given to [`new`](Self::new) | [`with_secret`](Self::with_secret) adds one (rotation) |
-/// | body limit | 1 MiB | [`with_max_body_size`](Self::with_max_body_size) |
-/// | timestamp tolerance | 300 s, both directions | [`with_tolerance`](Self::with_tolerance) |
-/// | lease of an in-flight claim | 30 s | [`with_lease`](Self::with_lease) |
-/// | retention of a completed event | 72 h | [`with_retention`](Self::with_retention) |
-/// | store timeout | 5 s | [`with_store_timeout`](Self::with_store_timeout) |
-/// | `Retry-After` on 409 and 503 | 5 s | [`with_retry_after`](Self::with_retry_after) |
-/// | fail open when the store is down | no | [`with_fail_open`](Self::with_fail_open) |
-/// | clock | the system clock | [`with_clock`](Self::with_clock) |
+/// [`new`](Self::new) takes the defaults; [`builder`](Self::builder) changes them, and refuses
+/// settings that cannot work when the layer is built.
 ///
 /// ```
 /// use axum::{Router, routing::post};
 /// use sangho_webhook::{SanghoWebhookLayer, signature::Secret, store::MokaStore};
 /// use std::time::Duration;
 ///
-/// let secret = Secret::new("whsec_development_only").unwrap();
-/// let webhooks = SanghoWebhookLayer::new(secret, MokaStore::new())
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let secret = Secret::new("whsec_development_only")?;
+/// let webhooks = SanghoWebhookLayer::builder(secret, MokaStore::new())
 ///     .with_max_body_size(256 * 1024)
-///     .with_lease(Duration::from_secs(60));
+///     .with_lease(Duration::from_secs(60))
+///     .build()?;
 ///
 /// let app: Router = Router::new()
-///     .route("/webhooks/sangho", post(|| async { "ok" }))
-///     .layer(webhooks);
+///     .route("/webhooks/sangho", post(|| async { "ok" }).layer(webhooks));
+/// # let _ = app;
+/// # Ok(())
+/// # }
 /// ```
-///
-/// # The lease
-///
-/// A claim is held for the lease while the handler runs. If the process dies mid-handler, the
-/// event is stuck as in flight (answered 409) until the lease expires, then the next delivery
-/// takes it over. If a handler runs longer than the lease, a redelivery can take the event over
-/// and run it a second time: choose a lease longer than your slowest handler.
 #[derive(Clone)]
 pub struct SanghoWebhookLayer {
     config: Arc<Config>,
@@ -63,12 +55,21 @@ pub(crate) struct Config {
     pub(crate) tolerance: Duration,
     pub(crate) lease: Duration,
     pub(crate) retention: Duration,
+    pub(crate) short_retention_allowed: bool,
     pub(crate) store_timeout: Duration,
+    pub(crate) max_processing_time: Duration,
+    pub(crate) completion_retry: Duration,
     pub(crate) retry_after: Duration,
     pub(crate) fail_open: bool,
+    pub(crate) rejection_response: RejectionResponse,
     pub(crate) clock: Clock,
     pub(crate) store: Arc<dyn IdempotencyStore>,
 }
+
+/// The provider redelivers an event for up to 48 hours.
+const REDELIVERY_WINDOW: Duration = Duration::from_secs(48 * 3600);
+/// The shortest lease, tolerance, store timeout and maximum processing time accepted.
+const SHORTEST: Duration = Duration::from_secs(1);
 
 impl SanghoWebhookLayer {
     /// The default body limit: 1 MiB.
@@ -82,81 +83,158 @@ impl SanghoWebhookLayer {
     pub const DEFAULT_RETENTION: Duration = Duration::from_secs(72 * 3600);
     /// The default time a store operation may take before the delivery is answered 503: 5 s.
     pub const DEFAULT_STORE_TIMEOUT: Duration = Duration::from_secs(5);
+    /// The default time a handler's claim is renewed for: 10 min.
+    pub const DEFAULT_MAX_PROCESSING_TIME: Duration = Duration::from_secs(600);
+    /// The default time a failed completion is retried for: 5 min.
+    pub const DEFAULT_COMPLETION_RETRY: Duration = Duration::from_secs(300);
     /// The default `Retry-After` on 409 and 503: 5 s.
     pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(5);
 
-    /// A layer that accepts events signed with `secret` and remembers them in `store`.
+    /// A layer with the default settings that accepts events signed with `secret` and
+    /// remembers them in `store` (any [`IdempotencyStore`], including an
+    /// `Arc<dyn IdempotencyStore>`).
     ///
-    /// `store` can be any [`IdempotencyStore`], including an `Arc<dyn IdempotencyStore>`.
+    /// ```
+    /// use sangho_webhook::{SanghoWebhookLayer, signature::Secret, store::MokaStore};
+    ///
+    /// let layer = SanghoWebhookLayer::new(Secret::new("whsec_x").unwrap(), MokaStore::new());
+    /// # let _ = layer;
+    /// ```
     pub fn new(secret: Secret, store: impl IdempotencyStore) -> Self {
-        Self {
-            config: Arc::new(Config {
+        Self::builder(secret, store)
+            .build()
+            .expect("the default settings are valid")
+    }
+
+    /// A builder starting from the default settings.
+    pub fn builder(secret: Secret, store: impl IdempotencyStore) -> SanghoWebhookLayerBuilder {
+        SanghoWebhookLayerBuilder {
+            config: Config {
                 secrets: vec![secret],
                 max_body_size: Self::DEFAULT_MAX_BODY_SIZE,
                 tolerance: Self::DEFAULT_TOLERANCE,
                 lease: Self::DEFAULT_LEASE,
                 retention: Self::DEFAULT_RETENTION,
+                short_retention_allowed: false,
                 store_timeout: Self::DEFAULT_STORE_TIMEOUT,
+                max_processing_time: Self::DEFAULT_MAX_PROCESSING_TIME,
+                completion_retry: Self::DEFAULT_COMPLETION_RETRY,
                 retry_after: Self::DEFAULT_RETRY_AFTER,
                 fail_open: false,
+                rejection_response: Arc::new(Rejection::default_response),
                 clock: Arc::new(SystemTime::now),
                 store: Arc::new(store),
-            }),
+            },
         }
     }
+}
 
-    fn update(mut self, change: impl FnOnce(&mut Config)) -> Self {
-        change(Arc::make_mut(&mut self.config));
+/// Builds a [`SanghoWebhookLayer`]; [`build`](Self::build) refuses settings that cannot work.
+///
+/// | setting | default | builder |
+/// | --- | --- | --- |
+/// | secrets | the one given to [`builder`](SanghoWebhookLayer::builder) | [`with_secret`](Self::with_secret) adds one (rotation) |
+/// | body limit | 1 MiB | [`with_max_body_size`](Self::with_max_body_size) |
+/// | timestamp tolerance | 300 s, both directions | [`with_tolerance`](Self::with_tolerance) |
+/// | lease of an in-flight claim | 30 s, renewed while the handler runs | [`with_lease`](Self::with_lease) |
+/// | maximum processing time | 10 min | [`with_max_processing_time`](Self::with_max_processing_time) |
+/// | retention of a completed event | 72 h (at least 48 h) | [`with_retention`](Self::with_retention) |
+/// | store timeout | 5 s | [`with_store_timeout`](Self::with_store_timeout) |
+/// | completion retries | for 5 min | [`with_completion_retry`](Self::with_completion_retry) |
+/// | `Retry-After` on 409 and 503 | 5 s | [`with_retry_after`](Self::with_retry_after) |
+/// | fail open when the store is down | no | [`with_fail_open`](Self::with_fail_open) |
+/// | refusal responses | `{"error":"<code>"}` | [`with_rejection_response`](Self::with_rejection_response) |
+/// | clock | the system clock | [`with_clock`](Self::with_clock) |
+///
+/// ```
+/// use sangho_webhook::{ConfigError, SanghoWebhookLayer, signature::Secret, store::MokaStore};
+/// use std::time::Duration;
+///
+/// let secret = Secret::new("whsec_x").unwrap();
+/// let refused = SanghoWebhookLayer::builder(secret, MokaStore::new())
+///     .with_lease(Duration::from_millis(500))
+///     .build();
+/// assert!(matches!(refused, Err(ConfigError::LeaseTooShort(_))));
+/// ```
+#[must_use]
+pub struct SanghoWebhookLayerBuilder {
+    config: Config,
+}
+
+impl SanghoWebhookLayerBuilder {
+    /// Accepts events signed with `secret` too. During a rotation, configure the old and the
+    /// new secret; remove the old one once the provider signs with the new one only.
+    pub fn with_secret(mut self, secret: Secret) -> Self {
+        self.config.secrets.push(secret);
         self
     }
 
-    /// Accepts events signed with `secret` too. During a rotation, configure the old and the
-    /// new secret; remove the old one once the provider signs with the new one only.
-    #[must_use]
-    pub fn with_secret(self, secret: Secret) -> Self {
-        self.update(|config| config.secrets.push(secret))
-    }
-
     /// Refuses bodies larger than `bytes` with 413. A `Content-Length` over the limit is refused
-    /// before anything is read; a streamed body is cut off at the limit.
-    #[must_use]
-    pub fn with_max_body_size(self, bytes: usize) -> Self {
-        self.update(|config| config.max_body_size = bytes)
+    /// before anything is read; a streamed body is cut off at the limit. At least 1.
+    pub fn with_max_body_size(mut self, bytes: usize) -> Self {
+        self.config.max_body_size = bytes;
+        self
     }
 
     /// Accepts signatures whose timestamp is at most `tolerance` before or after now (whole
-    /// seconds). A smaller tolerance narrows the window for replays; it must stay above the
-    /// clock skew between the provider and this server.
-    #[must_use]
-    pub fn with_tolerance(self, tolerance: Duration) -> Self {
-        self.update(|config| config.tolerance = tolerance)
+    /// seconds, at least 1 s). A smaller tolerance narrows the window for replays; it must
+    /// stay above the clock skew between the provider and this server.
+    pub fn with_tolerance(mut self, tolerance: Duration) -> Self {
+        self.config.tolerance = tolerance;
+        self
     }
 
-    /// Holds an in-flight claim for `lease`: after it, a claim whose owner never finished
-    /// (a crashed process) is taken over by the next delivery.
-    #[must_use]
-    pub fn with_lease(self, lease: Duration) -> Self {
-        self.update(|config| config.lease = lease)
+    /// Holds an in-flight claim for `lease` (at least 1 s), renewed every third of it while the
+    /// handler runs. After a crash, the event waits this long (answered 409) before the next
+    /// delivery takes it over.
+    pub fn with_lease(mut self, lease: Duration) -> Self {
+        self.config.lease = lease;
+        self
     }
 
-    /// Remembers a completed event for `retention`. Keep it above the provider's 48 h
-    /// redelivery window.
-    #[must_use]
-    pub fn with_retention(self, retention: Duration) -> Self {
-        self.update(|config| config.retention = retention)
+    /// Renews a handler's claim for at most `limit` (at least 1 s). A handler still running
+    /// after it is logged at `error`, and its claim is left to run out, so that a hung handler
+    /// cannot hold its event until the provider gives up; a redelivery after that may process
+    /// the event a second time.
+    pub fn with_max_processing_time(mut self, limit: Duration) -> Self {
+        self.config.max_processing_time = limit;
+        self
     }
 
-    /// Gives each store operation at most `timeout`; past it, the delivery is answered 503 (or,
-    /// for the completion, logged at `error`).
-    #[must_use]
-    pub fn with_store_timeout(self, timeout: Duration) -> Self {
-        self.update(|config| config.store_timeout = timeout)
+    /// Remembers a completed event for `retention`, which must cover the provider's 48-hour
+    /// redelivery window unless [`with_short_retention_allowed`](Self::with_short_retention_allowed).
+    pub fn with_retention(mut self, retention: Duration) -> Self {
+        self.config.retention = retention;
+        self
+    }
+
+    /// Accepts a retention under 48 hours (for tests, or an endpoint whose events may be
+    /// processed again after that).
+    pub fn with_short_retention_allowed(mut self, allowed: bool) -> Self {
+        self.config.short_retention_allowed = allowed;
+        self
+    }
+
+    /// Gives each store operation at most `timeout` (at least 1 s); past it, a claim is
+    /// answered 503 (and released in the background), a completion is retried.
+    pub fn with_store_timeout(mut self, timeout: Duration) -> Self {
+        self.config.store_timeout = timeout;
+        self
+    }
+
+    /// Retries a completion that failed for up to `limit`, with backoff, while the claim is
+    /// renewed, so that a store that comes back within it loses nothing. Zero disables the
+    /// retries: a failed completion is then logged at `error`, and the event may be processed
+    /// again on redelivery.
+    pub fn with_completion_retry(mut self, limit: Duration) -> Self {
+        self.config.completion_retry = limit;
+        self
     }
 
     /// Sends `Retry-After` with this many seconds (at least 1) on 409 and 503.
-    #[must_use]
-    pub fn with_retry_after(self, retry_after: Duration) -> Self {
-        self.update(|config| config.retry_after = retry_after)
+    pub fn with_retry_after(mut self, retry_after: Duration) -> Self {
+        self.config.retry_after = retry_after;
+        self
     }
 
     /// When the store fails, calls the handler anyway instead of answering 503.
@@ -164,9 +242,39 @@ impl SanghoWebhookLayer {
     /// Off by default. Turning it on trades duplicates for availability: while the store is
     /// down, every delivery is processed, including redeliveries of events already processed
     /// and concurrent deliveries of one event.
-    #[must_use]
-    pub fn with_fail_open(self, fail_open: bool) -> Self {
-        self.update(|config| config.fail_open = fail_open)
+    pub fn with_fail_open(mut self, fail_open: bool) -> Self {
+        self.config.fail_open = fail_open;
+        self
+    }
+
+    /// Answers refused deliveries with `response` instead of the default JSON
+    /// ([`Rejection::default_response`]). `Retry-After` is still set on 409 and 503 unless the
+    /// function sets it; the [`Rejection`] and the [`Outcome`](crate::Outcome) still go into the
+    /// response's extensions.
+    ///
+    /// ```
+    /// use sangho_webhook::{Rejection, SanghoWebhookLayer, signature::Secret, store::MokaStore};
+    ///
+    /// let layer = SanghoWebhookLayer::builder(Secret::new("whsec_x").unwrap(), MokaStore::new())
+    ///     .with_rejection_response(|rejection: &Rejection| {
+    ///         http::Response::builder()
+    ///             .status(rejection.status())
+    ///             .header("content-type", "text/plain")
+    ///             .body(format!("refused: {}", rejection.kind()))
+    ///             .unwrap()
+    ///     })
+    ///     .build()
+    ///     .unwrap();
+    /// # let _ = layer;
+    /// ```
+    pub fn with_rejection_response<F, B>(mut self, response: F) -> Self
+    where
+        F: Fn(&Rejection) -> http::Response<B> + Send + Sync + 'static,
+        B: Into<bytes::Bytes>,
+    {
+        self.config.rejection_response =
+            Arc::new(move |rejection| response(rejection).map(Into::into));
+        self
     }
 
     /// Reads the current time from `clock` instead of the system clock (for tests).
@@ -175,14 +283,82 @@ impl SanghoWebhookLayer {
     /// use sangho_webhook::{SanghoWebhookLayer, signature::Secret, store::MokaStore};
     /// use std::time::{Duration, UNIX_EPOCH};
     ///
-    /// let layer = SanghoWebhookLayer::new(Secret::new("whsec_x").unwrap(), MokaStore::new())
-    ///     .with_clock(|| UNIX_EPOCH + Duration::from_secs(1_700_000_000));
+    /// let layer = SanghoWebhookLayer::builder(Secret::new("whsec_x").unwrap(), MokaStore::new())
+    ///     .with_clock(|| UNIX_EPOCH + Duration::from_secs(1_700_000_000))
+    ///     .build()
+    ///     .unwrap();
     /// # let _ = layer;
     /// ```
-    #[must_use]
-    pub fn with_clock(self, clock: impl Fn() -> SystemTime + Send + Sync + 'static) -> Self {
-        self.update(|config| config.clock = Arc::new(clock))
+    pub fn with_clock(mut self, clock: impl Fn() -> SystemTime + Send + Sync + 'static) -> Self {
+        self.config.clock = Arc::new(clock);
+        self
     }
+
+    /// The layer, or the first setting that cannot work.
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`] naming the setting.
+    pub fn build(self) -> Result<SanghoWebhookLayer, ConfigError> {
+        let config = self.config;
+        let at_least_a_second = [
+            (
+                config.lease,
+                ConfigError::LeaseTooShort as fn(Duration) -> ConfigError,
+            ),
+            (config.tolerance, ConfigError::ToleranceTooShort),
+            (config.store_timeout, ConfigError::StoreTimeoutTooShort),
+            (
+                config.max_processing_time,
+                ConfigError::MaxProcessingTimeTooShort,
+            ),
+        ];
+        if let Some((value, error)) = at_least_a_second
+            .iter()
+            .find(|(value, _)| *value < SHORTEST)
+        {
+            return Err(error(*value));
+        }
+        let short_retention = config.retention < REDELIVERY_WINDOW;
+        if config.retention.is_zero() || (short_retention && !config.short_retention_allowed) {
+            return Err(ConfigError::RetentionTooShort(config.retention));
+        }
+        if config.max_body_size == 0 {
+            return Err(ConfigError::EmptyBodyLimit);
+        }
+        Ok(SanghoWebhookLayer {
+            config: Arc::new(config),
+        })
+    }
+}
+
+/// A setting that cannot work, refused by [`SanghoWebhookLayerBuilder::build`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The lease is under a second: claims would expire while their handler runs.
+    #[error("the lease must be at least 1 s (got {0:?})")]
+    LeaseTooShort(Duration),
+    /// The timestamp tolerance is under a second: every delivery would be refused as a replay.
+    #[error("the timestamp tolerance must be at least 1 s (got {0:?})")]
+    ToleranceTooShort(Duration),
+    /// The store timeout is under a second: ordinary store latency would turn into 503s.
+    #[error("the store timeout must be at least 1 s (got {0:?})")]
+    StoreTimeoutTooShort(Duration),
+    /// The maximum processing time is under a second.
+    #[error("the maximum processing time must be at least 1 s (got {0:?})")]
+    MaxProcessingTimeTooShort(Duration),
+    /// The retention is zero, or under the provider's 48-hour redelivery window without
+    /// [`with_short_retention_allowed`](SanghoWebhookLayerBuilder::with_short_retention_allowed):
+    /// a redelivery after it would be processed again.
+    #[error(
+        "the retention must cover the provider's 48 h redelivery window (got {0:?}); allow a \
+         shorter one explicitly with with_short_retention_allowed(true)"
+    )]
+    RetentionTooShort(Duration),
+    /// The body limit is zero: every delivery would be refused.
+    #[error("the body limit must be at least 1 byte")]
+    EmptyBodyLimit,
 }
 
 impl<S> Layer<S> for SanghoWebhookLayer {
@@ -199,6 +375,12 @@ impl fmt::Debug for SanghoWebhookLayer {
     }
 }
 
+impl fmt::Debug for SanghoWebhookLayerBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.config.fmt(f)
+    }
+}
+
 impl fmt::Debug for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SanghoWebhookLayer")
@@ -206,8 +388,10 @@ impl fmt::Debug for Config {
             .field("max_body_size", &self.max_body_size)
             .field("tolerance", &self.tolerance)
             .field("lease", &self.lease)
+            .field("max_processing_time", &self.max_processing_time)
             .field("retention", &self.retention)
             .field("store_timeout", &self.store_timeout)
+            .field("completion_retry", &self.completion_retry)
             .field("retry_after", &self.retry_after)
             .field("fail_open", &self.fail_open)
             .finish_non_exhaustive()

@@ -1,28 +1,34 @@
 //! Receive [Sangho] payment webhooks correctly, in any tower-based server (axum, hyper, tonic).
 //!
 //! Sangho delivers each event *at least once*: the same event can arrive several times, even
-//! at the same moment. [`SanghoWebhookLayer`] makes a handler see each event once:
+//! at the same moment. [`SanghoWebhookLayer`] makes a handler see each event once. Cheap
+//! checks come first, and nothing untrusted is buffered or hashed without a bound:
 //!
-//! 1. it buffers the body under a limit (413 over it);
-//! 2. it verifies the `Sangho-Signature` HMAC-SHA256 header against the raw bytes, within a
-//!    timestamp tolerance, against one or more secrets (400 otherwise);
-//! 3. it parses the event (400 when it is not one) and puts a [`SanghoEvent`] into the request
-//!    extensions;
-//! 4. it refuses a `Sangho-Event-ID` header that differs from the signed body's id (400);
-//! 5. it claims the event in an [`IdempotencyStore`](store::IdempotencyStore): a completed
-//!    event is acknowledged as a duplicate (200) without calling the handler, an event being
-//!    processed by another delivery is answered 409 with `Retry-After`, and a store failure is
-//!    answered 503 with `Retry-After` (fail closed: the provider retries);
-//! 6. it calls the handler, with the body unchanged;
-//! 7. a 2xx answer completes the event; anything else (an error, a panic, a dropped connection)
-//!    releases it, so that the next delivery processes it.
+//! 1. a declared `Content-Length` over the body limit: 413, without reading the body;
+//! 2. the `Sangho-Signature` header is parsed (at most 8 `v1` entries) and its timestamp
+//!    checked against the tolerance, before the body is read: 400 otherwise;
+//! 3. the body is buffered under the limit (413 over it);
+//! 4. the signature is verified against the raw bytes, against one or more secrets (400);
+//! 5. the event is parsed (400 when it is not one) and a [`SanghoEvent`] goes into the request
+//!    extensions; a `Sangho-Event-ID` header that differs from the signed id is refused (400);
+//! 6. the event is claimed in an [`IdempotencyStore`](store::IdempotencyStore) under a fresh
+//!    token: a completed event is acknowledged as a duplicate (200) without calling the
+//!    handler, an event being processed by another delivery is answered 409 with
+//!    `Retry-After`, and a store failure 503 with `Retry-After` (fail closed: the provider
+//!    retries);
+//! 7. the handler is called with the body unchanged, while the claim is renewed every third of
+//!    the lease;
+//! 8. a 2xx answer completes the event (retried in the background if the store fails);
+//!    anything else (an error, a panic, a dropped connection) releases it, so that the next
+//!    delivery processes it.
 //!
 //! ```
-//! use axum::{Extension, Json, Router, routing::post};
+//! use axum::{Json, Router, routing::post};
 //! use sangho_webhook::{SanghoEvent, SanghoWebhookLayer, signature::Secret, store::MokaStore};
 //! use serde_json::{Value, json};
 //!
-//! async fn handle(Extension(event): Extension<SanghoEvent>) -> Json<Value> {
+//! // `SanghoEvent` is an axum extractor with the `axum` feature.
+//! async fn handle(event: SanghoEvent) -> Json<Value> {
 //!     tracing::info!(id = event.id(), kind = event.event_type(), "processing");
 //!     Json(json!({ "received": true }))
 //! }
@@ -30,25 +36,36 @@
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let secret = Secret::new(std::env::var("SANGHO_WEBHOOK_SECRET").unwrap_or("whsec_dev".into()))?;
-//! let app: Router = Router::new()
-//!     .route("/webhooks/sangho", post(handle))
-//!     .layer(SanghoWebhookLayer::new(secret, MokaStore::new()));
+//! let webhooks = SanghoWebhookLayer::new(secret, MokaStore::new());
+//! // On the webhook route only: other routes and unknown paths are left alone.
+//! let app: Router = Router::new().route("/webhooks/sangho", post(handle).layer(webhooks));
 //! # let _ = app;
 //! // axum::serve(tokio::net::TcpListener::bind("127.0.0.1:3000").await?, app).await?;
 //! # Ok(())
 //! # }
 //! ```
 //!
-//! # Decisions where the contract is silent
+//! # Decisions
 //!
 //! - Several `Sangho-Signature` headers on one request are refused as malformed (400), rather
-//!   than choosing one.
-//! - Spaces around the header's comma-separated entries are tolerated; an entry without `=` is
-//!   malformed.
-//! - The timestamp check runs before the HMAC, so a stale replay costs no hashing.
+//!   than choosing one. Spaces around the header's comma-separated entries are tolerated; an
+//!   entry without `=` is malformed.
+//! - The timestamp is checked before the body is read and hashed, so a stale replay costs
+//!   neither.
 //! - An unreadable body (the client went away mid-upload) is answered 400 `body_unreadable`.
-//! - A completion that finds its claim taken over (the handler outlived its lease) is logged at
-//!   `warn`; the handler's response is still returned.
+//! - Only a string `id` and `type` are required of an event. Optional fields of another type
+//!   read as absent, because a signed event refused for them would be refused on every
+//!   redelivery and lost. A duplicate `id` or `type` key is refused: another parser could read
+//!   the other value.
+//! - A claim that times out, or whose delivery is dropped while claiming, is released in the
+//!   background with the delivery's token: the store may have applied it.
+//! - A handler still running after the maximum processing time (10 min by default) is logged
+//!   at `error`, and its claim is no longer renewed: a hung handler must not hold its event at
+//!   409 until the provider gives up. A redelivery after the lease may then process it again.
+//! - A completion that fails is retried in the background for 5 minutes by default, the claim
+//!   still renewed (redeliveries get 409 meanwhile). If it still fails, the handler already
+//!   ran: the event may be processed again on redelivery, which is logged at `error`.
+//! - Settings that cannot work are refused when the layer is built ([`ConfigError`]).
 //! - The store calls run on tokio's timer: the layer needs a tokio runtime with time enabled.
 //!
 //! # Deployment caveat
@@ -64,9 +81,15 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod body;
+mod error_chain;
 pub mod event;
+#[cfg(feature = "axum")]
+#[cfg_attr(docsrs, doc(cfg(feature = "axum")))]
+pub mod extract;
 mod future;
+mod guard;
 mod layer;
+mod outcome;
 mod rejection;
 mod service;
 pub mod signature;
@@ -74,10 +97,13 @@ pub mod store;
 #[cfg(feature = "test-util")]
 pub mod testing;
 
-pub use body::ResponseBody;
+pub use body::{ResponseBody, WebhookBody};
 pub use event::SanghoEvent;
+#[cfg(feature = "axum")]
+pub use extract::Event;
 pub use future::ResponseFuture;
-pub use layer::SanghoWebhookLayer;
+pub use layer::{ConfigError, SanghoWebhookLayer, SanghoWebhookLayerBuilder};
+pub use outcome::Outcome;
 pub use rejection::{Rejection, RejectionKind};
 pub use service::{EVENT_ID_HEADER, SIGNATURE_HEADER, SanghoWebhook};
 

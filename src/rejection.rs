@@ -1,6 +1,6 @@
 //! The answers the layer gives without calling the handler.
 
-use std::{fmt, time::Duration};
+use std::{fmt, sync::Arc, time::Duration};
 
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
@@ -111,8 +111,8 @@ impl From<EventError> for RejectionKind {
     }
 }
 
-/// A delivery the layer answered itself. It is also put into the response's extensions, so
-/// that an outer layer (metrics, logging) can tell why.
+/// A delivery the layer answered itself. It is also put into the response's extensions (with
+/// its [`Outcome`](crate::Outcome)), so that an outer layer (metrics, logging) can tell why.
 ///
 /// ```
 /// use sangho_webhook::{Rejection, RejectionKind};
@@ -128,11 +128,23 @@ impl From<EventError> for RejectionKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rejection {
     kind: RejectionKind,
+    retry_after: Option<Duration>,
 }
 
+/// Builds the response to a [`Rejection`]; see
+/// [`with_rejection_response`](crate::SanghoWebhookLayerBuilder::with_rejection_response).
+pub(crate) type RejectionResponse = Arc<dyn Fn(&Rejection) -> Response<Bytes> + Send + Sync>;
+
 impl Rejection {
-    pub(crate) fn new(kind: RejectionKind) -> Self {
-        Self { kind }
+    pub(crate) fn new(kind: RejectionKind, retry_after: Duration) -> Self {
+        let retryable = matches!(
+            kind,
+            RejectionKind::InFlight | RejectionKind::StoreUnavailable
+        );
+        Self {
+            kind,
+            retry_after: retryable.then(|| retry_after.max(Duration::from_secs(1))),
+        }
     }
 
     /// Why the delivery was refused.
@@ -140,28 +152,48 @@ impl Rejection {
         self.kind
     }
 
-    /// The default response: the kind's status, `{"error":"<code>"}`, and `Retry-After` for the
-    /// two kinds the provider should retry (409, 503).
-    pub(crate) fn into_response(self, retry_after: Duration) -> Response<Full<Bytes>> {
+    /// The status code of the default response.
+    pub fn status(&self) -> StatusCode {
+        self.kind.status()
+    }
+
+    /// How long the provider should wait before retrying, for the two kinds it should retry
+    /// (409 and 503): the layer sends it as `Retry-After` (whole seconds, at least 1).
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
+    }
+
+    /// The default response: the kind's status, `{"error":"<code>"}` as JSON, and
+    /// `Retry-After` for 409 and 503.
+    ///
+    /// ```
+    /// use sangho_webhook::{Rejection, RejectionKind};
+    ///
+    /// # fn show(rejection: &Rejection) {
+    /// let response = rejection.default_response();
+    /// assert_eq!(response.status(), rejection.status());
+    /// # }
+    /// ```
+    pub fn default_response(&self) -> Response<Bytes> {
         let body = format!(r#"{{"error":"{}"}}"#, self.kind.code());
-        let mut response = Response::new(Full::new(Bytes::from(body)));
+        let mut response = Response::new(Bytes::from(body));
         *response.status_mut() = self.kind.status();
-        let headers = response.headers_mut();
-        headers.insert(
+        response.headers_mut().insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
-        if matches!(
-            self.kind,
-            RejectionKind::InFlight | RejectionKind::StoreUnavailable
-        ) {
-            headers.insert(
-                header::RETRY_AFTER,
-                HeaderValue::from(retry_after.as_secs().max(1)),
-            );
-        }
-        response.extensions_mut().insert(self);
+        self.add_retry_after(&mut response);
         response
+    }
+
+    /// Sets `Retry-After` on a 409 or 503 answer that has none.
+    pub(crate) fn add_retry_after<B>(&self, response: &mut Response<B>) {
+        if let Some(retry_after) = self.retry_after {
+            response
+                .headers_mut()
+                .entry(header::RETRY_AFTER)
+                .or_insert_with(|| HeaderValue::from(retry_after.as_secs()));
+        }
     }
 }
 

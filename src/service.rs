@@ -1,4 +1,4 @@
-//! [`SanghoWebhook`]: the request path, step by step as in SPEC.md section 2.
+//! [`SanghoWebhook`]: the request path, step by step as in the crate docs.
 
 use std::{
     error::Error as StdError,
@@ -14,30 +14,41 @@ use tower_service::Service;
 use tracing::{Instrument, field::Empty};
 
 use crate::{
-    ResponseBody, ResponseFuture, SanghoEvent,
-    future::ClaimGuard,
+    Outcome, ResponseBody, ResponseFuture, SanghoEvent, SanghoWebhookLayer, WebhookBody,
+    error_chain::ErrorChain,
+    guard::{ClaimGuard, Completion},
     layer::Config,
     rejection::{Rejection, RejectionKind, duplicate_response},
-    signature,
-    store::{Claim, ClaimToken, StoreError},
+    signature::{Secret, SignatureHeader},
+    store::{Claim, IdempotencyStore},
 };
 
-/// The header carrying the signature.
-pub const SIGNATURE_HEADER: &str = "sangho-signature";
-/// The header carrying the event id (not signed: it must agree with the body's `id`).
-pub const EVENT_ID_HEADER: &str = "sangho-event-id";
-
-// The names as `HeaderName`s: a lookup by `&str` parses the name on every request.
-static SIGNATURE_NAME: HeaderName = HeaderName::from_static(SIGNATURE_HEADER);
-static EVENT_ID_NAME: HeaderName = HeaderName::from_static(EVENT_ID_HEADER);
+/// The header carrying the signature: `Sangho-Signature`.
+pub const SIGNATURE_HEADER: HeaderName = HeaderName::from_static("sangho-signature");
+/// The header carrying the event id, `Sangho-Event-ID` (not signed: it must agree with the
+/// body's `id`).
+pub const EVENT_ID_HEADER: HeaderName = HeaderName::from_static("sangho-event-id");
 
 type BoxError = Box<dyn StdError + Send + Sync>;
 
 /// The service [`SanghoWebhookLayer`](crate::SanghoWebhookLayer) wraps around a handler.
 ///
-/// The handler receives the request with its body buffered (`Full<Bytes>`, byte for byte what
-/// was sent) and the [`SanghoEvent`] in its extensions. It is called only for a verified event
-/// that this delivery claimed; its 2xx answer completes the event, anything else releases it.
+/// The handler receives the request with its body buffered (a [`WebhookBody`], byte for byte
+/// what was sent) and the [`SanghoEvent`] in its extensions. It is called only for a verified
+/// event that this delivery claimed; its 2xx answer completes the event, anything else
+/// releases it. Every response carries an [`Outcome`] in its extensions.
+///
+/// ```
+/// use sangho_webhook::{SanghoWebhook, WebhookBody, signature::Secret, store::MokaStore};
+/// use tower::{Layer, service_fn};
+///
+/// let handler = service_fn(|_: http::Request<WebhookBody>| async {
+///     Ok::<_, std::convert::Infallible>(http::Response::new(String::from("ok")))
+/// });
+/// let layer = SanghoWebhook::<()>::layer(Secret::new("whsec_x").unwrap(), MokaStore::new());
+/// let service = layer.layer(handler);
+/// # let _ = service;
+/// ```
 #[derive(Clone, Debug)]
 pub struct SanghoWebhook<S> {
     inner: S,
@@ -49,15 +60,31 @@ impl<S> SanghoWebhook<S> {
         Self { inner, config }
     }
 
+    /// A [`SanghoWebhookLayer`] with the default settings, as
+    /// [`SanghoWebhookLayer::new`].
+    pub fn layer(secret: Secret, store: impl IdempotencyStore) -> SanghoWebhookLayer {
+        SanghoWebhookLayer::new(secret, store)
+    }
+
     /// The wrapped service.
     pub fn get_ref(&self) -> &S {
         &self.inner
+    }
+
+    /// The wrapped service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// The wrapped service.
+    pub fn into_inner(self) -> S {
+        self.inner
     }
 }
 
 impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for SanghoWebhook<S>
 where
-    S: Service<Request<Full<Bytes>>, Response = Response<ResBody>> + Clone + Send + 'static,
+    S: Service<Request<WebhookBody>, Response = Response<ResBody>> + Clone + Send + 'static,
     S::Future: Send,
     S::Error: Send,
     ReqBody: Body + Send + 'static,
@@ -88,67 +115,151 @@ where
     }
 }
 
-/// One delivery, in the order of SPEC.md section 2.
+/// One delivery, in the order of the crate docs. Every response leaves with its [`Outcome`].
 async fn receive<S, ReqBody, ResBody>(
     config: Arc<Config>,
-    mut inner: S,
+    inner: S,
     request: Request<ReqBody>,
 ) -> Result<Response<ResponseBody<ResBody>>, S::Error>
 where
-    S: Service<Request<Full<Bytes>>, Response = Response<ResBody>>,
+    S: Service<Request<WebhookBody>, Response = Response<ResBody>>,
+    ReqBody: Body,
+    ReqBody::Error: Into<BoxError>,
+{
+    let (mut response, outcome) = match deliver(&config, inner, request).await? {
+        Answer::Handler(response, outcome) => (response.map(ResponseBody::inner), outcome),
+        Answer::Duplicate => (
+            duplicate_response().map(ResponseBody::answer),
+            Outcome::Duplicate,
+        ),
+        Answer::Refused(rejection) => {
+            let mut response = (config.rejection_response)(&rejection);
+            rejection.add_retry_after(&mut response);
+            response.extensions_mut().insert(rejection);
+            let response = response.map(|body| ResponseBody::answer(Full::new(body)));
+            (response, Outcome::from(rejection.kind()))
+        }
+    };
+    tracing::Span::current().record("outcome", outcome.code());
+    response.extensions_mut().insert(outcome);
+    Ok(response)
+}
+
+/// How a delivery was answered, before its outcome goes into the response.
+enum Answer<B> {
+    /// The handler's response.
+    Handler(Response<B>, Outcome),
+    /// The event was processed already.
+    Duplicate,
+    /// The layer refused the delivery.
+    Refused(Rejection),
+}
+
+/// Steps 1 to 9 for one delivery.
+async fn deliver<S, ReqBody, ResBody>(
+    config: &Arc<Config>,
+    mut inner: S,
+    request: Request<ReqBody>,
+) -> Result<Answer<ResBody>, S::Error>
+where
+    S: Service<Request<WebhookBody>, Response = Response<ResBody>>,
     ReqBody: Body,
     ReqBody::Error: Into<BoxError>,
 {
     let (parts, body) = request.into_parts();
-    let event = match verified_event(&config, &parts.headers, body).await {
+    // 1 to 5: the limit, the signature header, the body, the signature, the event.
+    let event = match verified_event(config, &parts.headers, body).await {
         Ok(event) => event,
-        Err(kind) => return Ok(reject(&config, kind)),
+        Err(kind) => return Ok(refuse(config, kind, None)),
     };
+    // 6. The deduplication key is the signed id; an unsigned header must agree with it.
+    if let Some(header_id) = parts.headers.get(&EVENT_ID_HEADER)
+        && header_id.as_bytes() != event.id().as_bytes()
+    {
+        return Ok(refuse(
+            config,
+            RejectionKind::EventIdMismatch,
+            Some(event.id()),
+        ));
+    }
 
-    // 5. Claim the event.
-    let token = ClaimToken::generate();
-    let guard = match claim(&config, &event, &token).await {
-        Ok(Claim::Acquired) => Some(ClaimGuard::new(&config, &event, token)),
+    // 7. Claim the event under a fresh token. From here, dropping the guard settles the claim.
+    let mut guard = ClaimGuard::new(config, &event);
+    match guard.claim().await {
+        Ok(Claim::Acquired) => {}
         Ok(Claim::Completed) => {
-            record_outcome("duplicate");
-            tracing::debug!("already processed; acknowledged as a duplicate");
-            return Ok(duplicate_response().map(ResponseBody::answer));
+            tracing::info!(
+                event_id = event.id(),
+                "already processed; acknowledged as a duplicate"
+            );
+            return Ok(Answer::Duplicate);
         }
-        Ok(Claim::InFlight) => return Ok(reject(&config, RejectionKind::InFlight)),
-        Err(error) if config.fail_open => {
-            tracing::error!(error = %ErrorChain(&error), "store failed; failing open");
-            None
+        Ok(Claim::InFlight) => {
+            return Ok(refuse(config, RejectionKind::InFlight, Some(event.id())));
         }
+        Err(error) if config.fail_open => tracing::error!(
+            event_id = event.id(),
+            error = %ErrorChain(&error),
+            "the idempotency store failed; failing open: processing without deduplication"
+        ),
         Err(error) => {
-            tracing::error!(error = %ErrorChain(&error), "store failed");
-            return Ok(reject(&config, RejectionKind::StoreUnavailable));
-        }
-    };
-
-    // 6. Call the handler with the event and the unchanged body.
-    let mut request = Request::from_parts(parts, Full::new(event.raw().clone()));
-    request.extensions_mut().insert(event);
-    let result = inner.call(request).await;
-
-    // 7. Record the outcome. Dropping this future before here releases the claim (the guard).
-    let succeeded = matches!(&result, Ok(response) if response.status().is_success());
-    if succeeded {
-        record_outcome("processed");
-        tracing::debug!("processed; completing the claim");
-        if let Some(guard) = guard {
-            guard.complete().await;
-        }
-    } else {
-        record_outcome("failed");
-        tracing::warn!("the handler failed; releasing the claim for the next delivery");
-        if let Some(guard) = guard {
-            guard.release().await;
+            tracing::error!(
+                event_id = event.id(),
+                error = %ErrorChain(&error),
+                "the idempotency store failed; answering 503 so that the provider retries"
+            );
+            return Ok(refuse(
+                config,
+                RejectionKind::StoreUnavailable,
+                Some(event.id()),
+            ));
         }
     }
-    result.map(|response| response.map(ResponseBody::inner))
+
+    // 8. Call the handler with the event and the unchanged body, renewing the claim meanwhile.
+    let event_id = guard.event_id().to_owned();
+    let mut request = Request::from_parts(parts, WebhookBody::new(event.raw().clone()));
+    request
+        .extensions_mut()
+        .insert(event.with_claim_token(guard.token()));
+    let result = guard.renewing(inner.call(request)).await;
+
+    // 9. Record the outcome. Dropping this future before here releases the claim (the guard).
+    let response = match result {
+        Ok(response) => response,
+        Err(error) => {
+            tracing::warn!(
+                event_id,
+                outcome = "handler_error",
+                "the handler failed with an error; releasing the claim for the next delivery"
+            );
+            guard.release().await;
+            return Err(error);
+        }
+    };
+    let outcome = if response.status().is_success() {
+        match guard.complete().await {
+            Completion::Completed => {
+                tracing::debug!(event_id, "processed and recorded as completed");
+                Outcome::Processed
+            }
+            Completion::Retrying => Outcome::CompletionFailed,
+            Completion::TakenOver => Outcome::TakenOver,
+        }
+    } else {
+        tracing::warn!(
+            event_id,
+            status = response.status().as_u16(),
+            "the handler did not succeed; releasing the claim for the next delivery"
+        );
+        guard.release().await;
+        Outcome::HandlerFailed
+    };
+    Ok(Answer::Handler(response, outcome))
 }
 
-/// Steps 1 to 4: the body under its limit, the signature, the event, the event id header.
+/// Steps 1 to 5: the declared length, the signature header and its timestamp (before any of
+/// the body is read), the body under its limit, the signature, the event.
 async fn verified_event<B>(
     config: &Config,
     headers: &HeaderMap,
@@ -158,47 +269,43 @@ where
     B: Body,
     B::Error: Into<BoxError>,
 {
-    let body = read_body(headers, body, config.max_body_size).await?;
+    if declared_length(headers).is_some_and(|length| length > config.max_body_size as u64) {
+        return Err(RejectionKind::PayloadTooLarge);
+    }
+    let mut values = headers.get_all(&SIGNATURE_HEADER).iter();
+    let (Some(value), None) = (values.next(), values.next()) else {
+        return Err(RejectionKind::MalformedSignature);
+    };
+    let text = value
+        .to_str()
+        .map_err(|_| RejectionKind::MalformedSignature)?;
+    let signature = SignatureHeader::parse(text)?;
+    signature.check_timestamp((config.clock)(), config.tolerance)?;
 
-    let signature = headers
-        .get(&SIGNATURE_NAME)
-        .filter(|_| headers.get_all(&SIGNATURE_NAME).iter().count() == 1)
-        .and_then(|value| value.to_str().ok())
-        .ok_or(RejectionKind::MalformedSignature)?;
-    signature::verify(
-        signature,
-        &body,
-        &config.secrets,
-        (config.clock)(),
-        config.tolerance,
-    )?;
+    let body = read_body(body, config.max_body_size).await?;
+    signature.verify(&body, &config.secrets)?;
 
     let event = SanghoEvent::parse(body)?;
     let span = tracing::Span::current();
     span.record("event_id", event.id());
     span.record("event_type", event.event_type());
-
-    if let Some(header_id) = headers.get(&EVENT_ID_NAME)
-        && header_id.as_bytes() != event.id().as_bytes()
-    {
-        return Err(RejectionKind::EventIdMismatch);
-    }
     Ok(event)
 }
 
-/// Step 1: collects the body, refusing it as soon as it is known to exceed `limit`.
-async fn read_body<B>(headers: &HeaderMap, body: B, limit: usize) -> Result<Bytes, RejectionKind>
+/// The `Content-Length` the client declared, if any.
+fn declared_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse::<u64>().ok())
+}
+
+/// Step 3: collects the body, refusing it as soon as it is known to exceed `limit`.
+async fn read_body<B>(body: B, limit: usize) -> Result<Bytes, RejectionKind>
 where
     B: Body,
     B::Error: Into<BoxError>,
 {
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.parse::<u64>().ok());
-    if declared.is_some_and(|length| length > limit as u64) {
-        return Err(RejectionKind::PayloadTooLarge);
-    }
     match Limited::new(body, limit).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(error) if error.is::<LengthLimitError>() => Err(RejectionKind::PayloadTooLarge),
@@ -209,48 +316,16 @@ where
     }
 }
 
-/// Step 5, bounded by the store timeout.
-async fn claim(
-    config: &Config,
-    event: &SanghoEvent,
-    token: &ClaimToken,
-) -> Result<Claim, StoreError> {
-    let claim = config
-        .store
-        .claim(event.id(), event.event_type(), token, config.lease);
-    tokio::time::timeout(config.store_timeout, claim)
-        .await
-        .unwrap_or(Err(StoreError::Timeout(config.store_timeout)))
-}
-
-/// Logs the rejection and builds its response.
-fn reject<B>(config: &Config, kind: RejectionKind) -> Response<ResponseBody<B>> {
-    record_outcome(match kind {
-        RejectionKind::InFlight => "in_flight",
-        RejectionKind::StoreUnavailable => "store_error",
-        _ => "rejected",
-    });
-    tracing::warn!(reason = kind.code(), "webhook delivery refused");
-    Rejection::new(kind)
-        .into_response(config.retry_after)
-        .map(ResponseBody::answer)
-}
-
-fn record_outcome(outcome: &'static str) {
-    tracing::Span::current().record("outcome", outcome);
-}
-
-/// Displays an error with its sources, `outer: inner: innermost`.
-pub(crate) struct ErrorChain<'a>(pub(crate) &'a (dyn StdError + 'static));
-
-impl std::fmt::Display for ErrorChain<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.0)?;
-        let mut source = self.0.source();
-        while let Some(error) = source {
-            write!(f, ": {error}")?;
-            source = error.source();
-        }
-        Ok(())
+/// Logs the refusal (with the event id when it is known). A store failure is logged by the
+/// caller, with its cause.
+fn refuse<B>(config: &Config, kind: RejectionKind, event_id: Option<&str>) -> Answer<B> {
+    match kind {
+        RejectionKind::InFlight => tracing::info!(
+            event_id,
+            "another delivery of this event is being processed; answering 409"
+        ),
+        RejectionKind::StoreUnavailable => {}
+        _ => tracing::warn!(event_id, reason = kind.code(), "webhook delivery refused"),
     }
+    Answer::Refused(Rejection::new(kind, config.retry_after))
 }

@@ -52,19 +52,44 @@ pub struct Secret {
     keyed: HmacSha256,
 }
 
-/// [`Secret::new`] was given an empty secret, which anybody could sign with.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("a webhook secret must not be empty")]
-pub struct EmptySecret;
+/// Why [`Secret::new`] refused a secret. The message never contains the secret.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SecretError {
+    /// The secret is empty: anybody could sign with it.
+    #[error("a webhook secret must not be empty")]
+    Empty,
+    /// The secret starts or ends with whitespace, most often a trailing newline read from a
+    /// file or a mounted variable. The provider signs without it, so every delivery would fail
+    /// verification.
+    #[error(
+        "the webhook secret starts or ends with whitespace (a trailing newline from a file?); \
+         the provider's secret has none: trim it"
+    )]
+    SurroundingWhitespace,
+}
 
 impl Secret {
-    /// A secret from its text (or bytes). Fails on an empty secret.
-    pub fn new(secret: impl AsRef<[u8]>) -> Result<Self, EmptySecret> {
+    /// A secret from its text (or bytes), exactly as the provider shows it.
+    ///
+    /// # Errors
+    ///
+    /// [`SecretError`] when the secret is empty or starts or ends with whitespace.
+    ///
+    /// ```
+    /// use sangho_webhook::signature::{Secret, SecretError};
+    ///
+    /// assert_eq!(Secret::new("whsec_abc\n").unwrap_err(), SecretError::SurroundingWhitespace);
+    /// ```
+    pub fn new(secret: impl AsRef<[u8]>) -> Result<Self, SecretError> {
         let key = secret.as_ref();
-        if key.is_empty() {
-            return Err(EmptySecret);
+        let (Some(first), Some(last)) = (key.first(), key.last()) else {
+            return Err(SecretError::Empty);
+        };
+        if first.is_ascii_whitespace() || last.is_ascii_whitespace() {
+            return Err(SecretError::SurroundingWhitespace);
         }
-        let keyed = HmacSha256::new_from_slice(key).map_err(|_| EmptySecret)?;
+        let keyed = HmacSha256::new_from_slice(key).map_err(|_| SecretError::Empty)?;
         Ok(Self { keyed })
     }
 
@@ -110,7 +135,7 @@ impl fmt::Debug for Secret {
 #[non_exhaustive]
 pub enum SignatureError {
     /// The header is missing, not text, or not of the form `t=…,v1=…` (no `t`, several `t`,
-    /// no `v1`, an entry without `=`).
+    /// no `v1`, more than [`MAX_V1_ENTRIES`] `v1`, an entry without `=`).
     #[error("the Sangho-Signature header is missing or malformed")]
     Malformed,
     /// The timestamp is further from now than the tolerance, in either direction.
@@ -121,46 +146,132 @@ pub enum SignatureError {
     Mismatch,
 }
 
-/// The parts of a well-formed header.
-#[derive(Debug)]
-struct ParsedHeader<'a> {
+/// The most `v1` entries a header may carry: a bound on the HMAC work per request. The provider
+/// sends one, or two while a secret is being rotated.
+pub const MAX_V1_ENTRIES: usize = 8;
+
+/// A parsed `Sangho-Signature` header: its timestamp and its `v1` signatures, borrowed from
+/// the header's text.
+///
+/// The layer parses the header and checks its timestamp before it reads the body, then
+/// verifies the body against it. [`verify`] does all three at once.
+///
+/// ```
+/// use sangho_webhook::signature::{Secret, SignatureHeader};
+/// use std::time::{Duration, UNIX_EPOCH};
+///
+/// let secret = Secret::new("whsec_x").unwrap();
+/// let text = secret.sign(1_700_000_000, b"{}");
+/// let header = SignatureHeader::parse(&text).unwrap();
+/// assert_eq!(header.timestamp(), 1_700_000_000);
+/// let now = UNIX_EPOCH + Duration::from_secs(1_700_000_010);
+/// assert!(header.check_timestamp(now, Duration::from_secs(300)).is_ok());
+/// assert!(header.verify(b"{}", &[secret]).is_ok());
+/// ```
+#[derive(Debug, Clone)]
+pub struct SignatureHeader<'a> {
     /// The timestamp as written, which is what was signed.
     timestamp_text: &'a str,
     timestamp: i64,
     /// The `v1` values, unchecked: a malformed one simply never matches.
-    v1: Vec<&'a str>,
+    v1: [&'a str; MAX_V1_ENTRIES],
+    v1_count: usize,
 }
 
-fn parse(header: &str) -> Result<ParsedHeader<'_>, SignatureError> {
-    let mut timestamp_text = None;
-    let mut v1 = Vec::with_capacity(2);
-    for item in header.split(',') {
-        let (scheme, value) = item
-            .trim()
-            .split_once('=')
-            .ok_or(SignatureError::Malformed)?;
-        match scheme {
-            "t" if timestamp_text.is_some() => return Err(SignatureError::Malformed),
-            "t" => timestamp_text = Some(value),
-            "v1" => v1.push(value),
-            _ => {}
+impl<'a> SignatureHeader<'a> {
+    /// Parses `t=<unix seconds>,v1=<hex>[,v1=<hex>…]`. Other schemes are ignored, spaces around
+    /// entries are tolerated.
+    ///
+    /// # Errors
+    ///
+    /// [`SignatureError::Malformed`] when an entry has no `=`, there is no `t` or several, the
+    /// timestamp is not a non-negative integer, or there is no `v1` or more than
+    /// [`MAX_V1_ENTRIES`].
+    pub fn parse(header: &'a str) -> Result<Self, SignatureError> {
+        let mut timestamp_text = None;
+        let mut v1 = [""; MAX_V1_ENTRIES];
+        let mut v1_count = 0;
+        for item in header.split(',') {
+            let (scheme, value) = item
+                .trim()
+                .split_once('=')
+                .ok_or(SignatureError::Malformed)?;
+            match scheme {
+                "t" if timestamp_text.is_some() => return Err(SignatureError::Malformed),
+                "t" => timestamp_text = Some(value),
+                "v1" => {
+                    *v1.get_mut(v1_count).ok_or(SignatureError::Malformed)? = value;
+                    v1_count += 1;
+                }
+                _ => {}
+            }
         }
+        let timestamp_text = timestamp_text.ok_or(SignatureError::Malformed)?;
+        if v1_count == 0
+            || timestamp_text.is_empty()
+            || !timestamp_text.bytes().all(|b| b.is_ascii_digit())
+        {
+            return Err(SignatureError::Malformed);
+        }
+        let timestamp = timestamp_text
+            .parse()
+            .map_err(|_| SignatureError::Malformed)?;
+        Ok(Self {
+            timestamp_text,
+            timestamp,
+            v1,
+            v1_count,
+        })
     }
-    let timestamp_text = timestamp_text.ok_or(SignatureError::Malformed)?;
-    if v1.is_empty()
-        || timestamp_text.is_empty()
-        || !timestamp_text.bytes().all(|b| b.is_ascii_digit())
-    {
-        return Err(SignatureError::Malformed);
+
+    /// The signed timestamp, in Unix seconds.
+    pub fn timestamp(&self) -> i64 {
+        self.timestamp
     }
-    let timestamp = timestamp_text
-        .parse()
-        .map_err(|_| SignatureError::Malformed)?;
-    Ok(ParsedHeader {
-        timestamp_text,
-        timestamp,
-        v1,
-    })
+
+    /// The `v1` signatures as written.
+    pub fn signatures(&self) -> &[&'a str] {
+        &self.v1[..self.v1_count]
+    }
+
+    /// Checks that the timestamp is within `tolerance` of `now`, in both directions (bounds
+    /// included).
+    ///
+    /// # Errors
+    ///
+    /// [`SignatureError::TimestampOutOfTolerance`] otherwise.
+    pub fn check_timestamp(
+        &self,
+        now: SystemTime,
+        tolerance: Duration,
+    ) -> Result<(), SignatureError> {
+        let age = unix_seconds(now).abs_diff(self.timestamp);
+        if age > tolerance.as_secs() {
+            return Err(SignatureError::TimestampOutOfTolerance);
+        }
+        Ok(())
+    }
+
+    /// Checks that some `v1` equals the HMAC of `"<t>.<body>"` under some secret, compared in
+    /// constant time (`hmac`'s `verify_slice`). The timestamp is not checked here.
+    ///
+    /// # Errors
+    ///
+    /// [`SignatureError::Mismatch`] when none does.
+    pub fn verify(&self, body: &[u8], secrets: &[Secret]) -> Result<(), SignatureError> {
+        // Decoded again per secret rather than collected: no allocation, and decoding is cheap.
+        let candidates = || self.signatures().iter().filter_map(|v| decode_v1(v));
+        if candidates().next().is_none() {
+            return Err(SignatureError::Mismatch);
+        }
+        for secret in secrets {
+            let mac = secret.mac(self.timestamp_text, body);
+            if candidates().any(|candidate| mac.clone().verify_slice(&candidate).is_ok()) {
+                return Ok(());
+            }
+        }
+        Err(SignatureError::Mismatch)
+    }
 }
 
 /// Decodes a `v1` value, which must be exactly 64 lowercase hex digits: anything else (empty,
@@ -209,23 +320,9 @@ pub fn verify(
     now: SystemTime,
     tolerance: Duration,
 ) -> Result<(), SignatureError> {
-    let parsed = parse(header)?;
-    let age = unix_seconds(now).abs_diff(parsed.timestamp);
-    if age > tolerance.as_secs() {
-        return Err(SignatureError::TimestampOutOfTolerance);
-    }
-    // Decoded again per secret rather than collected: no allocation, and decoding is cheap.
-    let candidates = || parsed.v1.iter().filter_map(|v| decode_v1(v));
-    if candidates().next().is_none() {
-        return Err(SignatureError::Mismatch);
-    }
-    for secret in secrets {
-        let mac = secret.mac(parsed.timestamp_text, body);
-        if candidates().any(|candidate| mac.clone().verify_slice(&candidate).is_ok()) {
-            return Ok(());
-        }
-    }
-    Err(SignatureError::Mismatch)
+    let header = SignatureHeader::parse(header)?;
+    header.check_timestamp(now, tolerance)?;
+    header.verify(body, secrets)
 }
 
 #[cfg(test)]
@@ -240,10 +337,10 @@ mod tests {
 
     #[test]
     fn parse_accepts_unknown_schemes_and_several_v1() {
-        let parsed = parse("t=12,v0=abc,v1=aa,v1=bb").unwrap();
-        assert_eq!(parsed.timestamp, 12);
+        let parsed = SignatureHeader::parse("t=12,v0=abc,v1=aa,v1=bb").unwrap();
+        assert_eq!(parsed.timestamp(), 12);
         assert_eq!(parsed.timestamp_text, "12");
-        assert_eq!(parsed.v1, vec!["aa", "bb"]);
+        assert_eq!(parsed.signatures(), ["aa", "bb"]);
     }
 
     #[test]
@@ -261,11 +358,27 @@ mod tests {
             "t=99999999999999999999999,v1=aa",
         ] {
             assert_eq!(
-                parse(header).map(|_| ()),
+                SignatureHeader::parse(header).map(|_| ()),
                 Err(SignatureError::Malformed),
                 "{header}"
             );
         }
+    }
+
+    #[test]
+    fn parse_takes_at_most_eight_v1() {
+        let header = |count: usize| format!("t=1{}", ",v1=aa".repeat(count));
+        assert_eq!(
+            SignatureHeader::parse(&header(8))
+                .unwrap()
+                .signatures()
+                .len(),
+            8
+        );
+        assert_eq!(
+            SignatureHeader::parse(&header(9)).map(|_| ()),
+            Err(SignatureError::Malformed)
+        );
     }
 
     #[test]

@@ -12,11 +12,12 @@ use std::{
 };
 
 use bytes::Bytes;
-use common::{BrokenStore, Failure, SpyStore, TYPE, layer, secret};
+use common::{FaultyStore, SpyStore, TYPE, builder, layer, secret};
 use http::{Request, Response, StatusCode};
 use http_body_util::Full;
 use sangho_webhook::{
-    store::{Claim, IdempotencyStore, MokaStore},
+    WebhookBody,
+    store::{Claim, ClaimToken, IdempotencyStore, MokaStore},
     testing::{CountingHandler, Delivery, fixtures, send},
 };
 use tower::{Layer, ServiceExt};
@@ -59,20 +60,20 @@ async fn non_2xx_answer_releases_the_claim() {
 #[tokio::test]
 async fn inner_error_releases_the_claim() {
     let store = SpyStore::default();
-    let erring = tower::service_fn(|_: Request<Full<Bytes>>| async {
+    let erring = tower::service_fn(|_: Request<WebhookBody>| async {
         Err::<Response<Full<Bytes>>, _>(std::io::Error::other("handler failed"))
     });
     let service = layer(store.clone()).layer(erring);
     let result = service.oneshot(delivery("evt_err").into_request()).await;
     assert!(result.is_err(), "the inner error is passed through");
     assert_eq!(store.releases(), 1);
-    assert!(matches!(store.peek("evt_err").await, Claim::Acquired(_)));
+    assert!(matches!(store.peek("evt_err").await, Claim::Acquired));
 }
 
 #[tokio::test]
 async fn panic_in_the_handler_releases_the_claim() {
     let store = SpyStore::default();
-    let panicking = tower::service_fn(|_: Request<Full<Bytes>>| async {
+    let panicking = tower::service_fn(|_: Request<WebhookBody>| async {
         if true {
             panic!("handler panicked");
         }
@@ -82,7 +83,7 @@ async fn panic_in_the_handler_releases_the_claim() {
     let task = tokio::spawn(service.oneshot(delivery("evt_panic").into_request()));
     assert!(task.await.unwrap_err().is_panic());
     wait_for_release(&store).await;
-    assert!(matches!(store.peek("evt_panic").await, Claim::Acquired(_)));
+    assert!(matches!(store.peek("evt_panic").await, Claim::Acquired));
 }
 
 #[tokio::test]
@@ -91,7 +92,7 @@ async fn dropped_response_future_releases_the_claim() {
     let started = Arc::new(AtomicUsize::new(0));
     let slow = {
         let started = started.clone();
-        tower::service_fn(move |_: Request<Full<Bytes>>| {
+        tower::service_fn(move |_: Request<WebhookBody>| {
             started.fetch_add(1, Ordering::SeqCst);
             async {
                 tokio::time::sleep(Duration::from_secs(3600)).await;
@@ -123,7 +124,9 @@ async fn dropped_response_future_releases_the_claim() {
 #[tokio::test]
 async fn failed_completion_still_returns_the_handler_response() {
     let handler = CountingHandler::new();
-    let service = layer(BrokenStore::new(Failure::CompletionErrors)).layer(handler.clone());
+    let store = FaultyStore::default();
+    store.faults.set_completions_fail(true);
+    let service = layer(store).layer(handler.clone());
     let answer = send(&service, delivery("evt_nocomplete").into_request()).await;
     assert_eq!(answer.status, StatusCode::OK);
     assert_eq!(answer.json(), serde_json::json!({ "received": true }));
@@ -135,10 +138,15 @@ async fn claim_of_a_crashed_process_is_taken_over_after_its_lease() {
     let store = MokaStore::new();
     // A process claimed the event, then died before completing or releasing it.
     let crashed = store
-        .claim("evt_crash", TYPE, Duration::from_millis(500))
+        .claim(
+            "evt_crash",
+            TYPE,
+            &ClaimToken::generate(),
+            Duration::from_millis(500),
+        )
         .await
         .unwrap();
-    assert!(matches!(crashed, Claim::Acquired(_)));
+    assert!(matches!(crashed, Claim::Acquired));
 
     let handler = CountingHandler::new();
     let service = layer(store).layer(handler.clone());
@@ -154,8 +162,11 @@ async fn claim_of_a_crashed_process_is_taken_over_after_its_lease() {
 async fn completed_claim_is_kept_for_the_retention() {
     let store = SpyStore::default();
     let handler = CountingHandler::new();
-    let service = layer(store.clone())
+    let service = builder(store.clone())
         .with_retention(Duration::from_millis(300))
+        .with_short_retention_allowed(true)
+        .build()
+        .unwrap()
         .layer(handler.clone());
     assert_eq!(
         send(&service, delivery("evt_keep").into_request())

@@ -34,8 +34,10 @@ impl Server {
 }
 
 fn layer() -> SanghoWebhookLayer {
-    SanghoWebhookLayer::new(Secret::new(fixtures::SECRET).unwrap(), MokaStore::new())
+    SanghoWebhookLayer::builder(Secret::new(fixtures::SECRET).unwrap(), MokaStore::new())
         .with_clock(fixtures::fixed_clock)
+        .build()
+        .unwrap()
 }
 
 async fn start<A>(app: A) -> Server

@@ -1,4 +1,4 @@
-//! Every row of SPEC.md section 2, through `tower::ServiceExt::oneshot`.
+//! Every row of the receiving steps in the crate docs, through `tower::ServiceExt::oneshot`.
 
 mod common;
 
@@ -12,13 +12,13 @@ use std::{
 };
 
 use bytes::Bytes;
-use common::{BrokenStore, Failure, SpyStore, TYPE, layer, secret};
+use common::{FaultyStore, SpyStore, TYPE, builder, layer, secret};
 use http::{Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full};
 use sangho_webhook::{
-    Rejection, RejectionKind, SanghoEvent,
+    Rejection, RejectionKind, SanghoEvent, WebhookBody,
     signature::Secret,
-    store::{Claim, MokaStore},
+    store::{Claim, IdempotencyStore, MokaStore},
     testing::{Answer, CountingHandler, Delivery, fixtures, send},
 };
 use tower::{Layer, ServiceExt};
@@ -81,7 +81,7 @@ async fn signed_event_is_processed_once_and_completed() {
 async fn handler_sees_the_event_and_the_unchanged_body() {
     let delivery = event("evt_seen").signed(&secret(), NOW);
     let sent = delivery.body_bytes().clone();
-    let handler = tower::service_fn(move |request: Request<Full<Bytes>>| {
+    let handler = tower::service_fn(move |request: Request<WebhookBody>| {
         let sent = sent.clone();
         async move {
             let event = request.extensions().get::<SanghoEvent>().cloned().unwrap();
@@ -122,8 +122,10 @@ async fn redelivery_of_a_completed_event_is_a_duplicate_without_the_handler() {
 #[tokio::test]
 async fn delivery_while_another_is_in_flight_gets_409_with_retry_after() {
     let handler = CountingHandler::new().with_delay(Duration::from_millis(300));
-    let service = layer(MokaStore::new())
+    let service = builder(MokaStore::new())
         .with_retry_after(Duration::from_secs(7))
+        .build()
+        .unwrap()
         .layer(handler.clone());
     let delivery = event("evt_busy").signed(&secret(), NOW);
     let first = tokio::spawn({
@@ -152,8 +154,10 @@ async fn declared_length_over_the_limit_is_413_before_reading() {
         .body(body)
         .unwrap();
     let handler = CountingHandler::new();
-    let service = layer(MokaStore::new())
+    let service = builder(MokaStore::new())
         .with_max_body_size(1024)
+        .build()
+        .unwrap()
         .layer(handler.clone());
     let response = service.oneshot(request).await.unwrap();
     assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
@@ -171,10 +175,16 @@ async fn streamed_body_over_the_limit_is_413_and_cut_off_at_the_limit() {
     let body = EndlessBody {
         polled: polled.clone(),
     };
-    let request = Request::post("/webhooks/sangho").body(body).unwrap();
+    // A well-formed, current header: the body is read (and cut off) before it is verified.
+    let request = Request::post("/webhooks/sangho")
+        .header("sangho-signature", format!("t={NOW},v1={}", "0".repeat(64)))
+        .body(body)
+        .unwrap();
     let handler = CountingHandler::new();
-    let service = layer(MokaStore::new())
+    let service = builder(MokaStore::new())
         .with_max_body_size(10 * CHUNK)
+        .build()
+        .unwrap()
         .layer(handler.clone());
     let response = service.oneshot(request).await.unwrap();
     assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
@@ -191,15 +201,19 @@ async fn body_exactly_at_the_limit_is_accepted() {
     let delivery = event("evt_limit").signed(&secret(), NOW);
     let size = delivery.body_bytes().len();
     let handler = CountingHandler::new();
-    let service = layer(MokaStore::new())
+    let service = builder(MokaStore::new())
         .with_max_body_size(size)
+        .build()
+        .unwrap()
         .layer(handler.clone());
     assert_eq!(
         send(&service, delivery.clone().into_request()).await.status,
         StatusCode::OK
     );
-    let smaller = layer(MokaStore::new())
+    let smaller = builder(MokaStore::new())
         .with_max_body_size(size - 1)
+        .build()
+        .unwrap()
         .layer(handler.clone());
     assert_eq!(
         send(&smaller, delivery.into_request()).await.status,
@@ -321,9 +335,11 @@ async fn old_and_new_secret_are_both_accepted_during_rotation() {
         Secret::new("whsec_new").unwrap(),
     );
     let handler = CountingHandler::new();
-    let service = sangho_webhook::SanghoWebhookLayer::new(old.clone(), MokaStore::new())
+    let service = sangho_webhook::SanghoWebhookLayer::builder(old.clone(), MokaStore::new())
         .with_secret(new.clone())
         .with_clock(fixtures::fixed_clock)
+        .build()
+        .unwrap()
         .layer(handler.clone());
     for (id, secret) in [("evt_old", &old), ("evt_new", &new)] {
         let answer = send(&service, event(id).signed(secret, NOW).into_request()).await;
@@ -352,8 +368,10 @@ async fn timestamps_just_outside_the_tolerance_are_400_on_both_sides() {
 #[tokio::test]
 async fn tolerance_is_configurable() {
     let handler = CountingHandler::new();
-    let service = layer(MokaStore::new())
+    let service = builder(MokaStore::new())
         .with_tolerance(Duration::from_secs(10))
+        .build()
+        .unwrap()
         .layer(handler.clone());
     let late = send(
         &service,
@@ -474,7 +492,7 @@ async fn event_id_header_equal_to_the_body_is_accepted() {
 #[tokio::test]
 async fn failing_store_gets_503_with_retry_after_and_no_handler() {
     let handler = CountingHandler::new();
-    let service = layer(BrokenStore::new(Failure::Errors)).layer(handler.clone());
+    let service = layer(FaultyStore::down()).layer(handler.clone());
     let answer = send(
         &service,
         event("evt_down").signed(&secret(), NOW).into_request(),
@@ -489,8 +507,10 @@ async fn failing_store_gets_503_with_retry_after_and_no_handler() {
 #[tokio::test]
 async fn hanging_store_gets_503_after_the_store_timeout() {
     let handler = CountingHandler::new();
-    let service = layer(BrokenStore::new(Failure::Hangs))
-        .with_store_timeout(Duration::from_millis(100))
+    let service = builder(FaultyStore::hanging())
+        .with_store_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap()
         .layer(handler.clone());
     let started = std::time::Instant::now();
     let answer = send(
@@ -506,8 +526,10 @@ async fn hanging_store_gets_503_after_the_store_timeout() {
 #[tokio::test]
 async fn fail_open_calls_the_handler_when_the_store_fails() {
     let handler = CountingHandler::new();
-    let service = layer(BrokenStore::new(Failure::Errors))
+    let service = builder(FaultyStore::down())
         .with_fail_open(true)
+        .build()
+        .unwrap()
         .layer(handler.clone());
     let answer = send(
         &service,
@@ -537,5 +559,167 @@ async fn hundred_concurrent_deliveries_run_the_handler_once() {
         statuses
             .iter()
             .all(|s| matches!(*s, StatusCode::OK | StatusCode::CONFLICT))
+    );
+}
+
+// --- bounded work before trust ---------------------------------------------------------------
+
+/// A request whose body is endless and counts its polls, with `signature` as its header.
+fn endless_request(signature: Option<String>) -> (Request<EndlessBody>, Arc<AtomicUsize>) {
+    let polled = Arc::new(AtomicUsize::new(0));
+    let body = EndlessBody {
+        polled: polled.clone(),
+    };
+    let mut request = Request::post("/webhooks/sangho");
+    if let Some(signature) = signature {
+        request = request.header("sangho-signature", signature);
+    }
+    (request.body(body).unwrap(), polled)
+}
+
+#[tokio::test]
+async fn a_missing_signature_header_is_refused_before_any_of_the_body_is_read() {
+    let (request, polled) = endless_request(None);
+    let handler = CountingHandler::new();
+    let response = layer(MokaStore::new())
+        .layer(handler.clone())
+        .oneshot(request)
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(
+        polled.load(Ordering::SeqCst),
+        0,
+        "no byte of the body is read"
+    );
+    assert_eq!(handler.calls(), 0);
+}
+
+#[tokio::test]
+async fn a_stale_timestamp_is_refused_before_any_of_the_body_is_read() {
+    let stale = format!("t={},v1={}", NOW - 3600, "0".repeat(64));
+    let (request, polled) = endless_request(Some(stale));
+    let response = layer(MokaStore::new())
+        .layer(CountingHandler::new())
+        .oneshot(request)
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    let rejection = response.extensions().get::<Rejection>().unwrap();
+    assert_eq!(rejection.kind(), RejectionKind::TimestampOutOfTolerance);
+    assert_eq!(
+        polled.load(Ordering::SeqCst),
+        0,
+        "no byte of the body is read"
+    );
+}
+
+#[tokio::test]
+async fn a_declared_length_over_the_limit_is_413_even_without_a_signature() {
+    let (mut request, polled) = endless_request(None);
+    request
+        .headers_mut()
+        .insert(header::CONTENT_LENGTH, (2 * 1024 * 1024).into());
+    let response = layer(MokaStore::new())
+        .layer(CountingHandler::new())
+        .oneshot(request)
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(polled.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn more_than_eight_v1_entries_are_400_malformed() {
+    let nine = signed_with_header("evt_nine", |valid| {
+        format!("{valid}{}", format!(",v1={}", "0".repeat(64)).repeat(8))
+    });
+    assert_refused(nine, RejectionKind::MalformedSignature).await;
+    let eight = signed_with_header("evt_eight", |valid| {
+        format!("{valid}{}", format!(",v1={}", "0".repeat(64)).repeat(7))
+    });
+    assert_eq!(deliver(eight).await.0.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_huge_header_of_thousands_of_v1_entries_is_400_malformed() {
+    let flood = format!("t={NOW}{}", format!(",v1={}", "0".repeat(64)).repeat(6_000));
+    assert!(flood.len() > 400_000);
+    let delivery = event("evt_flood").with_signature_header(flood);
+    assert_refused(delivery, RejectionKind::MalformedSignature).await;
+}
+
+// --- tolerant parsing ------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_signed_event_with_optional_fields_of_another_type_is_processed() {
+    for (field, value) in [
+        ("created", "1764500000.5"),
+        ("created", r#""2026-01-01T00:00:00Z""#),
+        ("created", "9223372036854775808"),
+        ("livemode", "0"),
+        ("api_version", "20260101"),
+    ] {
+        let body = format!(
+            r#"{{"id":"evt_odd","type":"{TYPE}","{field}":{value},"data":{{"object":{{}}}}}}"#
+        );
+        let (answer, handler, _) = deliver(Delivery::body(body).signed(&secret(), NOW)).await;
+        assert_eq!(answer.status, StatusCode::OK, "{field}: {value}");
+        assert_eq!(handler.calls(), 1, "{field}: {value}");
+    }
+}
+
+#[tokio::test]
+async fn a_body_with_two_ids_is_400_and_leaves_the_store_untouched() {
+    let body = format!(r#"{{"id":"evt_a","type":"{TYPE}","id":"evt_b"}}"#);
+    assert_refused(
+        Delivery::body(body).signed(&secret(), NOW),
+        RejectionKind::InvalidEvent,
+    )
+    .await;
+    let body = format!(r#"{{"id":"evt_a","type":"{TYPE}","type":"charge.refunded"}}"#);
+    assert_refused(
+        Delivery::body(body).signed(&secret(), NOW),
+        RejectionKind::InvalidEvent,
+    )
+    .await;
+}
+
+// --- the claim, for stores that join the handler's transaction -------------------------------
+
+#[tokio::test]
+async fn the_handler_sees_the_token_its_claim_holds() {
+    let store = std::sync::Arc::new(MokaStore::new());
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let handler = {
+        let (store, seen) = (store.clone(), seen.clone());
+        tower::service_fn(move |request: Request<WebhookBody>| {
+            let (store, seen) = (store.clone(), seen.clone());
+            async move {
+                let event = request.extensions().get::<SanghoEvent>().unwrap().clone();
+                let token = *event.claim_token().expect("the layer sets the token");
+                // The token owns the live claim: renewing with it succeeds, another does not.
+                let lease = Duration::from_secs(30);
+                assert!(store.renew(event.id(), TYPE, &token, lease).await.unwrap());
+                let other = sangho_webhook::store::ClaimToken::generate();
+                assert!(!store.renew(event.id(), TYPE, &other, lease).await.unwrap());
+                *seen.lock().unwrap() = Some(token);
+                Ok::<_, Infallible>(Response::new(Full::new(Bytes::new())))
+            }
+        })
+    };
+    let service = layer(store.clone()).layer(handler);
+    let answer = send(
+        &service,
+        event("evt_token").signed(&secret(), NOW).into_request(),
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::OK);
+    assert!(seen.lock().unwrap().is_some());
+    assert!(
+        SanghoEvent::parse(Bytes::from_static(br#"{"id":"e","type":"t"}"#))
+            .unwrap()
+            .claim_token()
+            .is_none()
     );
 }

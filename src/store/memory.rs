@@ -41,9 +41,10 @@ use super::{Claim, ClaimToken, IdempotencyStore, StoreError};
 /// # async fn main() {
 /// let store = MokaStore::new();
 /// let lease = Duration::from_secs(30);
+/// let (first, second) = (ClaimToken::generate(), ClaimToken::generate());
 /// let claim = |token| store.claim("evt_1", "payment_intent.succeeded", token, lease);
-/// assert_eq!(claim(&ClaimToken::generate()).await.unwrap(), Claim::Acquired);
-/// assert_eq!(claim(&ClaimToken::generate()).await.unwrap(), Claim::InFlight);
+/// assert_eq!(claim(&first).await.unwrap(), Claim::Acquired);
+/// assert_eq!(claim(&second).await.unwrap(), Claim::InFlight);
 /// # }
 /// ```
 ///
@@ -143,9 +144,17 @@ impl MokaStore {
         }
     }
 
+    /// Runs moka's pending housekeeping (expirations, evictions) now instead of on later
+    /// operations: for measurements and tests.
+    pub fn run_pending_tasks(&self) {
+        self.completed.run_pending_tasks();
+    }
+
     fn lock(&self) -> MutexGuard<'_, InFlight> {
         // Nothing panics while holding the lock; a poisoned lock's map is still consistent.
-        self.in_flight.lock().unwrap_or_else(PoisonError::into_inner)
+        self.in_flight
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -178,7 +187,14 @@ impl IdempotencyStore for MokaStore {
             return Ok(Claim::Completed);
         }
         let until = now + lease;
-        in_flight.insert(event_id, Lease { token: *token, until }, now);
+        in_flight.insert(
+            event_id,
+            Lease {
+                token: *token,
+                until,
+            },
+            now,
+        );
         Ok(Claim::Acquired)
     }
 
@@ -203,7 +219,14 @@ impl IdempotencyStore for MokaStore {
             return Ok(completed.token == *token);
         }
         let until = now + lease;
-        in_flight.insert(event_id, Lease { token: *token, until }, now);
+        in_flight.insert(
+            event_id,
+            Lease {
+                token: *token,
+                until,
+            },
+            now,
+        );
         Ok(true)
     }
 

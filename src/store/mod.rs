@@ -190,13 +190,13 @@ impl StoreError {
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
 /// let (store, lease, retention) = (MapStore::default(), Duration::from_secs(30), Duration::from_secs(3600));
-/// let token = ClaimToken::generate();
+/// let (token, other, later) = (ClaimToken::generate(), ClaimToken::generate(), ClaimToken::generate());
 /// let claim = |token| store.claim("evt_1", "payment_intent.succeeded", token, lease);
 /// assert_eq!(claim(&token).await.unwrap(), Claim::Acquired);
-/// assert_eq!(claim(&ClaimToken::generate()).await.unwrap(), Claim::InFlight);
+/// assert_eq!(claim(&other).await.unwrap(), Claim::InFlight);
 /// assert!(store.renew("evt_1", "payment_intent.succeeded", &token, lease).await.unwrap());
 /// assert!(store.complete("evt_1", "payment_intent.succeeded", &token, retention).await.unwrap());
-/// assert_eq!(claim(&ClaimToken::generate()).await.unwrap(), Claim::Completed);
+/// assert_eq!(claim(&later).await.unwrap(), Claim::Completed);
 /// # }
 /// ```
 ///
@@ -277,7 +277,9 @@ impl<T: IdempotencyStore + ?Sized> IdempotencyStore for Arc<T> {
         token: &ClaimToken,
         retention: Duration,
     ) -> Result<bool, StoreError> {
-        (**self).complete(event_id, event_type, token, retention).await
+        (**self)
+            .complete(event_id, event_type, token, retention)
+            .await
     }
 
     async fn release(&self, event_id: &str, token: &ClaimToken) -> Result<bool, StoreError> {

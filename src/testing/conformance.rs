@@ -21,7 +21,6 @@ use http::StatusCode;
 
 use crate::{
     SanghoWebhookLayer,
-    signature::Secret,
     store::{Claim, ClaimToken, IdempotencyStore},
     testing::{CountingHandler, Delivery, fixtures, send},
 };
@@ -45,9 +44,7 @@ pub fn unique_event_id(label: &str) -> String {
     format!("evt_{label}_{}", ClaimToken::generate())
 }
 
-/// The event type the checks use.
-pub const EVENT_TYPE: &str = "payment_intent.succeeded";
-const TYPE: &str = EVENT_TYPE;
+const TYPE: &str = fixtures::EVENT_TYPE;
 
 /// Claims `id` with a fresh token for `lease`, and panics unless the claim is acquired.
 pub async fn acquire(store: &dyn IdempotencyStore, id: &str, lease: Duration) -> ClaimToken {
@@ -66,14 +63,24 @@ async fn claim(store: &dyn IdempotencyStore, id: &str) -> Claim {
         .unwrap_or_else(|error| panic!("claiming {id} failed: {error:?}"))
 }
 
-async fn renew(store: &dyn IdempotencyStore, id: &str, token: &ClaimToken, lease: Duration) -> bool {
+async fn renew(
+    store: &dyn IdempotencyStore,
+    id: &str,
+    token: &ClaimToken,
+    lease: Duration,
+) -> bool {
     store
         .renew(id, TYPE, token, lease)
         .await
         .unwrap_or_else(|error| panic!("renewing {id} failed: {error:?}"))
 }
 
-async fn complete(store: &dyn IdempotencyStore, id: &str, token: &ClaimToken, retention: Duration) -> bool {
+async fn complete(
+    store: &dyn IdempotencyStore,
+    id: &str,
+    token: &ClaimToken,
+    retention: Duration,
+) -> bool {
     store
         .complete(id, TYPE, token, retention)
         .await
@@ -393,9 +400,12 @@ pub const CONCURRENT_DELIVERIES: usize = 100;
 /// this store: the handler runs exactly once; every other delivery is answered 200-duplicate or
 /// 409; and a redelivery afterwards is a duplicate.
 pub async fn concurrent_deliveries_run_the_handler_once(store: Arc<dyn IdempotencyStore>) {
-    let secret = Secret::new(fixtures::SECRET).expect("the fixture secret is not empty");
+    let secret = fixtures::secret();
     let handler = CountingHandler::new().with_delay(Duration::from_millis(50));
-    let layer = SanghoWebhookLayer::new(secret.clone(), store).with_clock(fixtures::fixed_clock);
+    let layer = SanghoWebhookLayer::builder(secret.clone(), store)
+        .with_clock(fixtures::fixed_clock)
+        .build()
+        .expect("valid settings");
     let service = tower_layer::Layer::layer(&layer, handler.clone());
     let id = unique_event_id("deliver");
     let delivery = Delivery::event(&id, TYPE).signed(&secret, fixtures::NOW);

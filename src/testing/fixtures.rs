@@ -3,14 +3,29 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::signature::Secret;
+
 /// The secret of the known-answer vectors.
 pub const SECRET: &str = "whsec_test_secret";
+
+/// The event type of the tests' events.
+pub const EVENT_TYPE: &str = "payment_intent.succeeded";
+
+/// [`SECRET`] as a [`Secret`].
+///
+/// ```
+/// let secret = sangho_webhook::testing::fixtures::secret();
+/// # let _ = secret;
+/// ```
+pub fn secret() -> Secret {
+    Secret::new(SECRET).expect("the fixture secret is valid")
+}
 
 /// The fixed "now" of the tests, in Unix seconds.
 pub const NOW: i64 = 1_700_000_000;
 
 /// A clock that always reads [`NOW`], for
-/// [`SanghoWebhookLayer::with_clock`](crate::SanghoWebhookLayer::with_clock).
+/// [`with_clock`](crate::SanghoWebhookLayerBuilder::with_clock).
 pub fn fixed_clock() -> SystemTime {
     UNIX_EPOCH + Duration::from_secs(NOW.unsigned_abs())
 }

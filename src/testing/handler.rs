@@ -71,7 +71,7 @@ impl Default for CountingHandler {
     }
 }
 
-impl Service<Request<Full<Bytes>>> for CountingHandler {
+impl<B> Service<Request<B>> for CountingHandler {
     type Response = Response<Full<Bytes>>;
     type Error = Infallible;
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
@@ -80,7 +80,7 @@ impl Service<Request<Full<Bytes>>> for CountingHandler {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, request: Request<Full<Bytes>>) -> Self::Future {
+    fn call(&mut self, request: Request<B>) -> Self::Future {
         assert!(
             request.extensions().get::<SanghoEvent>().is_some(),
             "the layer must put the event into the request extensions"

@@ -16,8 +16,10 @@ mod delivery;
 pub mod fixtures;
 mod handler;
 mod model;
+mod null_store;
 mod send;
 
 pub use delivery::Delivery;
 pub use handler::CountingHandler;
+pub use null_store::NullStore;
 pub use send::{Answer, send};

@@ -8,15 +8,30 @@ use crate::store::{Claim, ClaimToken, IdempotencyStore};
 
 const EVENTS: usize = 2;
 const OWNERS: usize = 3;
-const TYPE: &str = "payment_intent.succeeded";
+const TYPE: &str = super::fixtures::EVENT_TYPE;
 
 /// One step of a history.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Step {
-    Claim { event: usize, owner: usize, short: bool },
-    Renew { event: usize, owner: usize, short: bool },
-    Complete { event: usize, owner: usize, short: bool },
-    Release { event: usize, owner: usize },
+    Claim {
+        event: usize,
+        owner: usize,
+        short: bool,
+    },
+    Renew {
+        event: usize,
+        owner: usize,
+        short: bool,
+    },
+    Complete {
+        event: usize,
+        owner: usize,
+        short: bool,
+    },
+    Release {
+        event: usize,
+        owner: usize,
+    },
     /// Every short lease or retention written so far runs out.
     Wait,
 }
@@ -27,9 +42,21 @@ pub(crate) fn history(rng: &mut fastrand::Rng) -> Vec<Step> {
         .map(|_| {
             let (event, owner, short) = (rng.usize(..EVENTS), rng.usize(..OWNERS), rng.bool());
             match rng.u8(..9) {
-                0..=2 => Step::Claim { event, owner, short },
-                3 => Step::Renew { event, owner, short },
-                4 | 5 => Step::Complete { event, owner, short },
+                0..=2 => Step::Claim {
+                    event,
+                    owner,
+                    short,
+                },
+                3 => Step::Renew {
+                    event,
+                    owner,
+                    short,
+                },
+                4 | 5 => Step::Complete {
+                    event,
+                    owner,
+                    short,
+                },
                 6 | 7 => Step::Release { event, owner },
                 _ => Step::Wait,
             }
@@ -78,37 +105,61 @@ impl Model {
                 self.waits += 1;
                 return None;
             }
-            Step::Claim { event, owner, short } => {
+            Step::Claim {
+                event,
+                owner,
+                short,
+            } => {
                 let live = self.live(event);
                 Answer::Claim(match live {
                     Some(record) if record.completed => Claim::Completed,
                     Some(_) => Claim::InFlight,
                     None => {
                         let (completed, written) = (false, written(short, waits));
-                        *live = Some(Record { owner, completed, written });
+                        *live = Some(Record {
+                            owner,
+                            completed,
+                            written,
+                        });
                         Claim::Acquired
                     }
                 })
             }
-            Step::Renew { event, owner, short } => {
+            Step::Renew {
+                event,
+                owner,
+                short,
+            } => {
                 let live = self.live(event);
                 Answer::Done(match live {
                     Some(record) if record.owner != owner => false,
                     Some(record) if record.completed => true,
                     _ => {
                         let (completed, written) = (false, written(short, waits));
-                        *live = Some(Record { owner, completed, written });
+                        *live = Some(Record {
+                            owner,
+                            completed,
+                            written,
+                        });
                         true
                     }
                 })
             }
-            Step::Complete { event, owner, short } => {
+            Step::Complete {
+                event,
+                owner,
+                short,
+            } => {
                 let live = self.live(event);
                 Answer::Done(match live {
                     Some(record) if record.owner != owner => false,
                     _ => {
                         let (completed, written) = (true, written(short, waits));
-                        *live = Some(Record { owner, completed, written });
+                        *live = Some(Record {
+                            owner,
+                            completed,
+                            written,
+                        });
                         true
                     }
                 })
@@ -152,7 +203,7 @@ pub(crate) async fn check(
     long: Duration,
 ) -> Result<(), Failure> {
     let ids: Vec<String> = (0..EVENTS)
-        .map(|_| super::conformance::unique_event_id("model"))
+        .map(|_| format!("evt_model_{}", ClaimToken::generate()))
         .collect();
     let tokens: Vec<ClaimToken> = (0..OWNERS).map(|_| ClaimToken::generate()).collect();
     let ttl = |short_ttl: bool| if short_ttl { short } else { long };
@@ -164,15 +215,27 @@ pub(crate) async fn check(
                 model.apply(step);
                 continue;
             }
-            Step::Claim { event, owner, short } => store
+            Step::Claim {
+                event,
+                owner,
+                short,
+            } => store
                 .claim(&ids[event], TYPE, &tokens[owner], ttl(short))
                 .await
                 .map(Answer::Claim),
-            Step::Renew { event, owner, short } => store
+            Step::Renew {
+                event,
+                owner,
+                short,
+            } => store
                 .renew(&ids[event], TYPE, &tokens[owner], ttl(short))
                 .await
                 .map(Answer::Done),
-            Step::Complete { event, owner, short } => store
+            Step::Complete {
+                event,
+                owner,
+                short,
+            } => store
                 .complete(&ids[event], TYPE, &tokens[owner], ttl(short))
                 .await
                 .map(Answer::Done),
@@ -184,7 +247,11 @@ pub(crate) async fn check(
         let expected = model.apply(step).expect("only a wait answers nothing");
         let actual = actual.map_err(|error| error.to_string());
         if actual.as_ref() != Ok(&expected) {
-            return Err(Failure { step: index, expected, actual });
+            return Err(Failure {
+                step: index,
+                expected,
+                actual,
+            });
         }
     }
     Ok(())

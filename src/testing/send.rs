@@ -56,8 +56,10 @@ impl Answer {
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
 /// let secret = Secret::new(fixtures::SECRET).unwrap();
-/// let service = SanghoWebhookLayer::new(secret.clone(), MokaStore::new())
+/// let service = SanghoWebhookLayer::builder(secret.clone(), MokaStore::new())
 ///     .with_clock(fixtures::fixed_clock)
+///     .build()
+///     .unwrap()
 ///     .layer(CountingHandler::new());
 /// let delivery = Delivery::event("evt_1", "charge.succeeded").signed(&secret, fixtures::NOW);
 /// assert_eq!(send(&service, delivery.into_request()).await.status, 200);

@@ -1,48 +1,100 @@
-//! Shared pieces of the layer tests: a layer at the fixtures' fixed time, and stores that
-//! record or fail. (Requests go through `sangho_webhook::testing::send`.)
+//! Shared pieces of the layer tests: a layer at the fixtures' fixed time, a store that counts
+//! its operations, and a store whose faults can be switched on and off while deliveries run.
+//! (Requests go through `sangho_webhook::testing::send`.)
 
 #![allow(dead_code)]
 
 use std::{
     sync::{
         Arc,
-        atomic::{AtomicUsize, Ordering},
+        atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
     },
     time::Duration,
 };
 
-use async_trait::async_trait;
 use sangho_webhook::{
-    SanghoWebhookLayer,
-    signature::Secret,
-    store::{Claim, ClaimToken, IdempotencyStore, MokaStore, StoreError},
+    SanghoWebhookLayer, SanghoWebhookLayerBuilder,
+    store::{Claim, ClaimToken, IdempotencyStore, MokaStore, StoreError, async_trait},
     testing::fixtures,
 };
-pub const TYPE: &str = "payment_intent.succeeded";
+pub mod logs;
 
-pub fn secret() -> Secret {
-    Secret::new(fixtures::SECRET).unwrap()
+pub use sangho_webhook::testing::fixtures::{EVENT_TYPE as TYPE, secret};
+
+/// A builder with the fixture secret, at the fixtures' fixed time.
+pub fn builder(store: impl IdempotencyStore) -> SanghoWebhookLayerBuilder {
+    SanghoWebhookLayer::builder(secret(), store).with_clock(fixtures::fixed_clock)
 }
 
-/// A layer with the fixture secret, at the fixtures' fixed time.
+/// A layer with the fixture secret, at the fixtures' fixed time, and the default settings.
 pub fn layer(store: impl IdempotencyStore) -> SanghoWebhookLayer {
-    SanghoWebhookLayer::new(secret(), store).with_clock(fixtures::fixed_clock)
+    builder(store).build().unwrap()
 }
 
-/// A [`MokaStore`] that counts every operation.
+/// What a fresh claim of `id` in `store` answers now (an acquired claim stays held).
+pub async fn peek(store: &dyn IdempotencyStore, id: &str) -> Claim {
+    let token = ClaimToken::generate();
+    store
+        .claim(id, TYPE, &token, Duration::from_secs(3600))
+        .await
+        .unwrap()
+}
+
+/// A [`FaultyStore`] without faults: a `MokaStore` that counts its operations.
+pub type SpyStore = FaultyStore;
+
+/// The faults of a [`FaultyStore`], switchable while deliveries run. Clones share them.
 #[derive(Clone, Default)]
-pub struct SpyStore {
-    inner: MokaStore,
-    pub claims: Arc<AtomicUsize>,
-    pub completions: Arc<AtomicUsize>,
-    pub releases: Arc<AtomicUsize>,
+pub struct Faults {
+    /// Every operation fails at once.
+    down: Arc<AtomicBool>,
+    /// Every operation hangs (until the layer's store timeout gives up on it).
+    hang: Arc<AtomicBool>,
+    /// Only completions fail.
+    completions_fail: Arc<AtomicBool>,
+    /// Claims are applied, then answered this many milliseconds late.
+    late_claims_ms: Arc<AtomicU64>,
 }
 
-impl SpyStore {
+impl Faults {
+    pub fn set_down(&self, down: bool) {
+        self.down.store(down, Ordering::SeqCst);
+    }
+
+    pub fn set_hang(&self, hang: bool) {
+        self.hang.store(hang, Ordering::SeqCst);
+    }
+
+    pub fn set_completions_fail(&self, fail: bool) {
+        self.completions_fail.store(fail, Ordering::SeqCst);
+    }
+
+    pub fn set_late_claims(&self, late: Duration) {
+        self.late_claims_ms
+            .store(late.as_millis() as u64, Ordering::SeqCst);
+    }
+}
+
+/// A [`MokaStore`] (its state readable through [`FaultyStore::inner`]) behind switchable
+/// [`Faults`], counting every operation it is asked for. Clones share everything.
+#[derive(Clone, Default)]
+pub struct FaultyStore {
+    pub inner: Arc<MokaStore>,
+    pub faults: Faults,
+    claims: Arc<AtomicUsize>,
+    renewals: Arc<AtomicUsize>,
+    completions: Arc<AtomicUsize>,
+    releases: Arc<AtomicUsize>,
+}
+
+impl FaultyStore {
+    /// Every operation asked for, whatever it answered.
     pub fn operations(&self) -> usize {
-        self.claims.load(Ordering::SeqCst)
-            + self.completions.load(Ordering::SeqCst)
-            + self.releases.load(Ordering::SeqCst)
+        self.claims.load(Ordering::SeqCst) + self.renewals() + self.completions() + self.releases()
+    }
+
+    pub fn renewals(&self) -> usize {
+        self.renewals.load(Ordering::SeqCst)
     }
 
     pub fn releases(&self) -> usize {
@@ -53,92 +105,90 @@ impl SpyStore {
         self.completions.load(Ordering::SeqCst)
     }
 
-    /// What a claim of `id` answers now (this claim is not counted; a new claim stays held).
+    /// What a claim of `id` answers now (not counted; an acquired claim stays held).
     pub async fn peek(&self, id: &str) -> Claim {
-        self.inner
-            .claim(id, TYPE, Duration::from_secs(3600))
-            .await
-            .unwrap()
+        peek(&*self.inner, id).await
+    }
+
+    /// A store failing in every operation from the start.
+    pub fn down() -> Self {
+        let store = Self::default();
+        store.faults.set_down(true);
+        store
+    }
+
+    /// A store hanging in every operation from the start.
+    pub fn hanging() -> Self {
+        let store = Self::default();
+        store.faults.set_hang(true);
+        store
+    }
+
+    async fn check(&self) -> Result<(), StoreError> {
+        if self.faults.hang.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+        if self.faults.down.load(Ordering::SeqCst) {
+            return Err(StoreError::backend(std::io::Error::new(
+                std::io::ErrorKind::ConnectionRefused,
+                "the store is down",
+            )));
+        }
+        Ok(())
     }
 }
 
 #[async_trait]
-impl IdempotencyStore for SpyStore {
-    async fn claim(&self, id: &str, kind: &str, lease: Duration) -> Result<Claim, StoreError> {
+impl IdempotencyStore for FaultyStore {
+    async fn claim(
+        &self,
+        id: &str,
+        kind: &str,
+        token: &ClaimToken,
+        lease: Duration,
+    ) -> Result<Claim, StoreError> {
         self.claims.fetch_add(1, Ordering::SeqCst);
-        self.inner.claim(id, kind, lease).await
+        self.check().await?;
+        let claim = self.inner.claim(id, kind, token, lease).await;
+        let late = self.faults.late_claims_ms.load(Ordering::SeqCst);
+        if late > 0 {
+            tokio::time::sleep(Duration::from_millis(late)).await;
+        }
+        claim
+    }
+
+    async fn renew(
+        &self,
+        id: &str,
+        kind: &str,
+        token: &ClaimToken,
+        lease: Duration,
+    ) -> Result<bool, StoreError> {
+        self.renewals.fetch_add(1, Ordering::SeqCst);
+        self.check().await?;
+        self.inner.renew(id, kind, token, lease).await
     }
 
     async fn complete(
         &self,
         id: &str,
+        kind: &str,
         token: &ClaimToken,
         retention: Duration,
     ) -> Result<bool, StoreError> {
         self.completions.fetch_add(1, Ordering::SeqCst);
-        self.inner.complete(id, token, retention).await
+        self.check().await?;
+        if self.faults.completions_fail.load(Ordering::SeqCst) {
+            return Err(StoreError::backend(std::io::Error::other(
+                "completions fail",
+            )));
+        }
+        self.inner.complete(id, kind, token, retention).await
     }
 
     async fn release(&self, id: &str, token: &ClaimToken) -> Result<bool, StoreError> {
         self.releases.fetch_add(1, Ordering::SeqCst);
+        self.check().await?;
         self.inner.release(id, token).await
-    }
-}
-
-/// How [`BrokenStore`] fails.
-#[derive(Clone, Copy, Debug)]
-pub enum Failure {
-    /// Every operation errs.
-    Errors,
-    /// Every operation hangs for an hour.
-    Hangs,
-    /// Claims work; completions err.
-    CompletionErrors,
-}
-
-/// A store that fails in one way, over a working [`MokaStore`].
-#[derive(Clone)]
-pub struct BrokenStore {
-    pub failure: Failure,
-    pub inner: MokaStore,
-}
-
-impl BrokenStore {
-    pub fn new(failure: Failure) -> Self {
-        Self {
-            failure,
-            inner: MokaStore::new(),
-        }
-    }
-
-    async fn fail(&self) -> StoreError {
-        if let Failure::Hangs = self.failure {
-            tokio::time::sleep(Duration::from_secs(3600)).await;
-        }
-        StoreError::backend(std::io::Error::new(
-            std::io::ErrorKind::ConnectionRefused,
-            "the store is down",
-        ))
-    }
-}
-
-#[async_trait]
-impl IdempotencyStore for BrokenStore {
-    async fn claim(&self, id: &str, kind: &str, lease: Duration) -> Result<Claim, StoreError> {
-        match self.failure {
-            Failure::CompletionErrors => self.inner.claim(id, kind, lease).await,
-            _ => Err(self.fail().await),
-        }
-    }
-
-    async fn complete(&self, _: &str, _: &ClaimToken, _: Duration) -> Result<bool, StoreError> {
-        Err(self.fail().await)
-    }
-
-    async fn release(&self, id: &str, token: &ClaimToken) -> Result<bool, StoreError> {
-        match self.failure {
-            Failure::CompletionErrors => self.inner.release(id, token).await,
-            _ => Err(self.fail().await),
-        }
     }
 }

@@ -53,7 +53,8 @@ fn layer_from_env() -> Result<SanghoWebhookLayer, BoxError> {
         "using the in-memory store: it forgets processed events on restart and is not shared \
          between replicas"
     );
-    Ok(SanghoWebhookLayer::new(Secret::new(secret)?, store))
+    let secret = Secret::new(secret).map_err(|error| format!("SANGHO_WEBHOOK_SECRET: {error}"))?;
+    Ok(SanghoWebhookLayer::new(secret, store))
 }
 
 #[tokio::main]

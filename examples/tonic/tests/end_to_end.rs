@@ -28,8 +28,11 @@ struct Server {
 }
 
 async fn start() -> Server {
-    let layer = SanghoWebhookLayer::new(Secret::new(fixtures::SECRET).unwrap(), MokaStore::new())
-        .with_clock(fixtures::fixed_clock);
+    let layer =
+        SanghoWebhookLayer::builder(Secret::new(fixtures::SECRET).unwrap(), MokaStore::new())
+            .with_clock(fixtures::fixed_clock)
+            .build()
+            .unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel();

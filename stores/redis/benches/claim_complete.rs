@@ -147,11 +147,11 @@ impl Variants {
                 }
             }
             Variant::RedisStore => {
-                let lease = Duration::from_millis(LEASE_MS);
-                match self.store.claim(id, TYPE, lease).await {
-                    Ok(Claim::Acquired(token)) => {
+                let (lease, token) = (Duration::from_millis(LEASE_MS), ClaimToken::generate());
+                match self.store.claim(id, TYPE, &token, lease).await {
+                    Ok(Claim::Acquired) => {
                         let retention = Duration::from_millis(RETENTION_MS);
-                        let completed = self.store.complete(id, &token, retention).await;
+                        let completed = self.store.complete(id, TYPE, &token, retention).await;
                         assert!(matches!(completed, Ok(true)), "{completed:?}");
                     }
                     other => panic!("a fresh event is acquired: {other:?}"),
@@ -168,7 +168,7 @@ impl Variants {
         let mut tasks = tokio::task::JoinSet::new();
         for task in 0..CONCURRENCY {
             let count = iters / CONCURRENCY + u64::from(task < iters % CONCURRENCY);
-            let (variants, batch) = (self.clone(), batch.clone());
+            let (variants, batch) = (self.clone(), batch);
             tasks.spawn(async move {
                 for n in 0..count {
                     let id = format!("evt_{}_{task}_{n}", &batch.as_str()[..12]);
@@ -205,7 +205,7 @@ fn claim_complete(c: &mut Criterion) {
         checked,
         // The store's completion script, written out again.
         script: Arc::new(Script::new(
-            "if redis.call('GET', KEYS[1]) == ARGV[1] then\n  redis.call('SET', KEYS[1], 'completed', 'PX', ARGV[2])\n  return 1\nend\nreturn 0\n",
+            "local value = redis.call('GET', KEYS[1])\nlocal completed = 'completed:' .. ARGV[1]\nif value == false or value == ARGV[1] or value == completed then\n  redis.call('SET', KEYS[1], completed, 'PX', ARGV[2])\n  return 1\nend\nreturn 0\n",
         )),
         store: RedisStore::new(store_manager).with_prefix(format!("{prefix}store:")),
         prefix: prefix.clone(),

@@ -10,7 +10,7 @@ use std::time::Duration;
 use sangho_webhook::{
     SanghoWebhookLayer,
     signature::Secret,
-    store::{Claim, IdempotencyStore},
+    store::{Claim, ClaimToken, IdempotencyStore},
 };
 use sangho_webhook_redis::{
     RedisStore,
@@ -28,26 +28,36 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (lease, retention) = (Duration::from_secs(30), Duration::from_secs(60));
     let id = format!("evt_example_{}", std::process::id());
     let key = store.key(&id);
+    const TYPE: &str = "payment_intent.succeeded";
 
-    // The first delivery claims the event: the key holds its owner's token for the lease.
-    let Claim::Acquired(token) = store.claim(&id, "payment_intent.succeeded", lease).await? else {
+    // The first delivery claims the event with the token the layer drew for it: the key holds
+    // that token for the lease.
+    let token = ClaimToken::generate();
+    let Claim::Acquired = store.claim(&id, TYPE, &token, lease).await? else {
         return Err("a fresh event is acquired".into());
     };
     show(&mut redis, &key, "after the claim").await?;
 
     // A concurrent delivery finds it in flight (the layer answers 409).
-    let second = store.claim(&id, "payment_intent.succeeded", lease).await?;
+    let second = store
+        .claim(&id, TYPE, &ClaimToken::generate(), lease)
+        .await?;
     println!("a second claim: {second:?}");
 
-    // The handler succeeded: the key now says `completed`, for the retention.
-    assert!(store.complete(&id, &token, retention).await?);
+    // While the handler runs, the layer renews the claim: a new lease from now.
+    assert!(store.renew(&id, TYPE, &token, lease).await?);
+
+    // The handler succeeded: the key now says `completed:<token>`, for the retention.
+    assert!(store.complete(&id, TYPE, &token, retention).await?);
     show(&mut redis, &key, "after complete").await?;
 
     // A redelivery is a duplicate (the layer answers 200 without calling the handler), and a
     // release by the former owner changes nothing.
     println!(
         "a redelivery: {:?}",
-        store.claim(&id, "payment_intent.succeeded", lease).await?
+        store
+            .claim(&id, TYPE, &ClaimToken::generate(), lease)
+            .await?
     );
     println!(
         "release after complete: {}",
@@ -56,7 +66,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // A failed handler releases its claim: the key is gone and the next delivery processes it.
     let other = format!("{id}_failed");
-    if let Claim::Acquired(token) = store.claim(&other, "charge.failed", lease).await? {
+    let token = ClaimToken::generate();
+    if let Claim::Acquired = store.claim(&other, "charge.failed", &token, lease).await? {
         println!(
             "release by the owner: {}",
             store.release(&other, &token).await?
@@ -70,7 +81,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let secret = Secret::new(
         std::env::var("SANGHO_WEBHOOK_SECRET").unwrap_or_else(|_| "whsec_development_only".into()),
     )?;
-    let layer = SanghoWebhookLayer::new(secret, store).with_lease(lease);
+    let layer = SanghoWebhookLayer::builder(secret, store)
+        .with_lease(lease)
+        .build()
+        .expect("valid settings");
     println!("{layer:?}");
     Ok(())
 }

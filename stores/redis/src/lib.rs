@@ -30,21 +30,27 @@
 //! | state | value | expires after |
 //! | --- | --- | --- |
 //! | in flight | the owner's [`ClaimToken`](sangho_webhook::store::ClaimToken) (32 hex digits) | the lease |
-//! | completed | `completed` | the retention (72 h by default in the layer) |
+//! | completed | `completed:` followed by the token that completed it | the retention (72 h by default in the layer) |
 //!
 //! - **claim** is one command, `SET <key> <token> NX PX <lease> GET`: it stores the new
 //!   owner's token only if the key is absent, and answers what the key held, in the same round
-//!   trip: nothing (acquired), `completed`, or another owner's token (in flight). Redis runs
-//!   each command atomically, so among any number of concurrent claims (from any number of
-//!   processes) exactly one acquires the event. An owner that crashed leaves a key that
-//!   expires with its lease, and the next delivery takes the event over.
-//! - **complete** is a script that compares the stored value with the owner's token and, only
-//!   if they are equal, replaces it with `SET <key> completed PX <retention>`.
+//!   trip: nothing (acquired), `completed:…` (completed), or another owner's token (in
+//!   flight). Redis runs each command atomically, so among any number of concurrent claims
+//!   (from any number of processes) exactly one acquires the event. An owner that crashed
+//!   leaves a key that expires with its lease, and the next delivery takes the event over.
+//! - **renew** is a script: when the key holds the token, `PEXPIRE <key> <lease>`; when the
+//!   key is gone (its lease ran out, nobody took the event over), `SET <key> <token> PX
+//!   <lease>` again; when the token completed the event, nothing. Another owner's value is
+//!   left alone, and the answer is `false`.
+//! - **complete** is a script that, unless the key holds another owner's token or another
+//!   token's completion, sets `completed:<token>` for the retention. So a completion still
+//!   succeeds after the owner's lease expired (as long as nobody took the event over), and a
+//!   repeated completion by the same token succeeds.
 //! - **release** is a script that compares the token and, only if it is equal, `DEL`s the key.
 //!   A stale owner (its lease expired, the event was taken over or completed) changes nothing.
 //!
 //! Completed keys expire by themselves after the retention: there is no purge task to run.
-//! The two scripts are sent with `EVALSHA` (loaded on first use, and again after a server
+//! The three scripts are sent with `EVALSHA` (loaded on first use, and again after a server
 //! restart).
 //!
 //! The event type is not stored: the key and its state are all the layer needs.

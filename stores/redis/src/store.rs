@@ -1,4 +1,4 @@
-//! [`RedisStore`]: the configuration and the three store operations.
+//! [`RedisStore`]: the configuration and the four store operations.
 
 use std::{fmt, sync::Arc, time::Duration};
 
@@ -18,7 +18,7 @@ use crate::scripts;
 /// happens when Redis is down.
 ///
 /// ```no_run
-/// use sangho_webhook::store::{Claim, IdempotencyStore};
+/// use sangho_webhook::store::{Claim, ClaimToken, IdempotencyStore};
 /// use sangho_webhook_redis::RedisStore;
 /// use std::time::Duration;
 ///
@@ -27,13 +27,14 @@ use crate::scripts;
 /// let store = RedisStore::connect("redis://127.0.0.1:6379")
 ///     .await?
 ///     .with_prefix("billing:webhooks:");
-/// let lease = Duration::from_secs(30);
-/// let Claim::Acquired(token) = store.claim("evt_1", "payment_intent.succeeded", lease).await?
+/// let (lease, token) = (Duration::from_secs(30), ClaimToken::generate());
+/// let Claim::Acquired = store.claim("evt_1", "payment_intent.succeeded", &token, lease).await?
 /// else {
 ///     return Ok(()); // processed already, or being processed
 /// };
 /// // ... process the event, then:
-/// store.complete("evt_1", &token, Duration::from_secs(72 * 3600)).await?;
+/// let retention = Duration::from_secs(72 * 3600);
+/// store.complete("evt_1", "payment_intent.succeeded", &token, retention).await?;
 /// # Ok(())
 /// # }
 /// ```
@@ -47,9 +48,9 @@ impl RedisStore<ConnectionManager> {
     /// The default key prefix: `sangho:webhook:`.
     pub const DEFAULT_PREFIX: &'static str = "sangho:webhook:";
 
-    /// The value of a completed event's key: `completed`. (An event in flight holds its
-    /// owner's token, 32 hex digits.)
-    pub const COMPLETED_VALUE: &'static str = scripts::COMPLETED;
+    /// How a completed event's value starts: `completed:`, followed by the token that
+    /// completed it. (An event in flight holds its owner's token, 32 hex digits.)
+    pub const COMPLETED_PREFIX: &'static str = scripts::COMPLETED_PREFIX;
 
     /// The response timeout of [`connect`](Self::connect): 1 s. A command that gets no answer
     /// within it fails (and the connection manager reconnects).
@@ -243,9 +244,9 @@ where
         &self,
         event_id: &str,
         _event_type: &str,
+        token: &ClaimToken,
         lease: Duration,
     ) -> Result<Claim, StoreError> {
-        let token = ClaimToken::generate();
         let mut connection = self.connection.clone();
         let previous: Value = redis::cmd("SET")
             .arg(self.key(event_id))
@@ -258,10 +259,8 @@ where
             .await
             .map_err(StoreError::backend)?;
         match previous {
-            Value::Nil => Ok(Claim::Acquired(token)),
-            Value::BulkString(value) if value == scripts::COMPLETED.as_bytes() => {
-                Ok(Claim::Completed)
-            }
+            Value::Nil => Ok(Claim::Acquired),
+            Value::BulkString(value) if scripts::is_completed(&value) => Ok(Claim::Completed),
             Value::BulkString(_) => Ok(Claim::InFlight),
             other => Err(StoreError::Protocol(format!(
                 "SET NX GET answered {other:?}, expected nil or a string"
@@ -269,9 +268,21 @@ where
         }
     }
 
+    async fn renew(
+        &self,
+        event_id: &str,
+        _event_type: &str,
+        token: &ClaimToken,
+        lease: Duration,
+    ) -> Result<bool, StoreError> {
+        self.owner_checked(&scripts::RENEW, event_id, token, Some(lease))
+            .await
+    }
+
     async fn complete(
         &self,
         event_id: &str,
+        _event_type: &str,
         token: &ClaimToken,
         retention: Duration,
     ) -> Result<bool, StoreError> {
@@ -310,9 +321,12 @@ mod tests {
     }
 
     #[test]
-    fn the_completed_marker_is_never_a_token() {
+    fn a_token_is_never_read_as_completed() {
         let token = ClaimToken::generate();
-        assert_ne!(token.as_str(), RedisStore::COMPLETED_VALUE);
-        assert_eq!(RedisStore::COMPLETED_VALUE, "completed");
+        assert!(!scripts::is_completed(token.as_str().as_bytes()));
+        assert!(scripts::is_completed(
+            format!("{}{token}", RedisStore::COMPLETED_PREFIX).as_bytes()
+        ));
+        assert!(scripts::is_completed(b"completed"));
     }
 }

@@ -51,9 +51,11 @@ async fn an_outage_costs_503s_and_no_lost_or_duplicated_event() {
         .await
         .expect("the test's redis-server answers");
     let handler = CountingHandler::new();
-    let service = SanghoWebhookLayer::new(secret(), store)
+    let service = SanghoWebhookLayer::builder(secret(), store)
         .with_clock(fixtures::fixed_clock)
         .with_store_timeout(STORE_TIMEOUT)
+        .build()
+        .expect("valid settings")
         .layer(handler.clone());
 
     // Redis up: events are processed once.
@@ -128,9 +130,11 @@ async fn a_store_that_dies_mid_handler_loses_nothing() {
         .await
         .expect("the test's redis-server answers");
     let handler = CountingHandler::new().with_delay(Duration::from_millis(300));
-    let service = SanghoWebhookLayer::new(secret(), store)
+    let service = SanghoWebhookLayer::builder(secret(), store)
         .with_clock(fixtures::fixed_clock)
         .with_store_timeout(STORE_TIMEOUT)
+        .build()
+        .expect("valid settings")
         .layer(handler.clone());
 
     let id = unique_event_id("midway");
@@ -188,10 +192,12 @@ async fn a_hung_server_costs_503s_in_bounded_time() {
         .expect("the test's redis-server answers");
     let handler = CountingHandler::new();
     // A store timeout far above the response timeout: the store itself must give up.
-    let service = SanghoWebhookLayer::new(secret(), store)
+    let service = SanghoWebhookLayer::builder(secret(), store)
         .with_clock(fixtures::fixed_clock)
         .with_store_timeout(Duration::from_secs(30))
         .with_lease(Duration::from_secs(2))
+        .build()
+        .expect("valid settings")
         .layer(handler.clone());
 
     assert_eq!(
@@ -238,7 +244,7 @@ async fn a_hung_server_costs_503s_in_bounded_time() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs a redis-server binary (/usr/bin/redis-server or SANGHO_TEST_REDIS_SERVER): run with --include-ignored"]
 async fn scripts_are_loaded_again_after_a_script_flush() {
-    use sangho_webhook::store::{Claim, IdempotencyStore};
+    use sangho_webhook::store::{Claim, ClaimToken, IdempotencyStore};
     use sangho_webhook_redis::redis;
 
     let server = RedisServer::start().await;
@@ -255,18 +261,24 @@ async fn scripts_are_loaded_again_after_a_script_flush() {
             .expect("SCRIPT FLUSH");
     };
 
-    let Claim::Acquired(token) = store.claim("evt_flush", TYPE, lease).await.unwrap() else {
-        panic!("a fresh event is acquired");
-    };
+    let claim = |token| store.claim("evt_flush", TYPE, token, lease);
+    let token = ClaimToken::generate();
+    assert_eq!(claim(&token).await.unwrap(), Claim::Acquired);
     flush().await;
     assert!(store.release("evt_flush", &token).await.unwrap());
-    let Claim::Acquired(token) = store.claim("evt_flush", TYPE, lease).await.unwrap() else {
-        panic!("a released event is acquired again");
-    };
+    let token = ClaimToken::generate();
+    assert_eq!(claim(&token).await.unwrap(), Claim::Acquired);
     flush().await;
-    assert!(store.complete("evt_flush", &token, lease).await.unwrap());
+    assert!(store.renew("evt_flush", TYPE, &token, lease).await.unwrap());
+    flush().await;
+    assert!(
+        store
+            .complete("evt_flush", TYPE, &token, lease)
+            .await
+            .unwrap()
+    );
     assert_eq!(
-        store.claim("evt_flush", TYPE, lease).await.unwrap(),
+        claim(&ClaimToken::generate()).await.unwrap(),
         Claim::Completed
     );
 }

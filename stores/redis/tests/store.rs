@@ -6,7 +6,7 @@ mod common;
 use std::{error::Error as _, sync::Arc, time::Duration};
 
 use common::{PrefixCleanup, redis_url, unique_prefix};
-use sangho_webhook::store::{Claim, IdempotencyStore, StoreError};
+use sangho_webhook::store::{Claim, ClaimToken, IdempotencyStore, StoreError};
 use sangho_webhook_redis::{
     RedisStore,
     redis::{self, AsyncCommands, aio::ConnectionManager},
@@ -23,9 +23,10 @@ async fn manager() -> ConnectionManager {
         .expect("the test Redis answers")
 }
 
-async fn acquire(store: &impl IdempotencyStore, id: &str) -> sangho_webhook::store::ClaimToken {
-    match store.claim(id, TYPE, LEASE).await {
-        Ok(Claim::Acquired(token)) => token,
+async fn acquire(store: &impl IdempotencyStore, id: &str) -> ClaimToken {
+    let token = ClaimToken::generate();
+    match store.claim(id, TYPE, &token, LEASE).await {
+        Ok(Claim::Acquired) => token,
         other => panic!("claiming {id} should acquire it, got {other:?}"),
     }
 }
@@ -53,9 +54,19 @@ async fn keys_hold_the_owner_token_then_the_completed_marker_and_expire() {
         "the lease is the TTL: {ttl} ms"
     );
 
-    assert!(store.complete("evt_keys", &token, RETENTION).await.unwrap());
+    assert!(
+        store
+            .complete("evt_keys", TYPE, &token, RETENTION)
+            .await
+            .unwrap()
+    );
     let value: Option<String> = raw.get(&key).await.unwrap();
-    assert_eq!(value.as_deref(), Some(RedisStore::COMPLETED_VALUE));
+    let completed = format!("{}{token}", RedisStore::COMPLETED_PREFIX);
+    assert_eq!(
+        value.as_deref(),
+        Some(completed.as_str()),
+        "completed: the marker and the completing token"
+    );
     let ttl: i64 = raw.pttl(&key).await.unwrap();
     let retention = i64::try_from(RETENTION.as_millis()).unwrap();
     assert!(
@@ -143,13 +154,15 @@ async fn race(n: usize, store: impl Fn(usize) -> RedisStore) -> (usize, usize) {
         let (store, barrier) = (store(i), barrier.clone());
         tasks.spawn(async move {
             barrier.wait().await;
-            store.claim("evt_race", TYPE, LEASE).await
+            store
+                .claim("evt_race", TYPE, &ClaimToken::generate(), LEASE)
+                .await
         });
     }
     let (mut acquired, mut in_flight) = (0, 0);
     while let Some(joined) = tasks.join_next().await {
         match joined.expect("a claim task panicked") {
-            Ok(Claim::Acquired(_)) => acquired += 1,
+            Ok(Claim::Acquired) => acquired += 1,
             Ok(Claim::InFlight) => in_flight += 1,
             other => panic!("a concurrent claim answered {other:?}"),
         }
@@ -171,7 +184,7 @@ async fn completed_event_is_recognised_after_reconnecting() {
         let token = acquire(&before, "evt_reopened").await;
         assert!(
             before
-                .complete("evt_reopened", &token, RETENTION)
+                .complete("evt_reopened", TYPE, &token, RETENTION)
                 .await
                 .unwrap()
         );
@@ -183,12 +196,15 @@ async fn completed_event_is_recognised_after_reconnecting() {
         .unwrap()
         .with_prefix(prefix);
     assert_eq!(
-        after.claim("evt_reopened", TYPE, LEASE).await.unwrap(),
+        after
+            .claim("evt_reopened", TYPE, &ClaimToken::generate(), LEASE)
+            .await
+            .unwrap(),
         Claim::Completed
     );
     assert_eq!(
         after
-            .claim("evt_left_in_flight", TYPE, LEASE)
+            .claim("evt_left_in_flight", TYPE, &ClaimToken::generate(), LEASE)
             .await
             .unwrap(),
         Claim::InFlight
@@ -207,12 +223,15 @@ async fn works_over_a_multiplexed_connection() {
     let token = acquire(&store, "evt_multiplexed").await;
     assert!(
         store
-            .complete("evt_multiplexed", &token, RETENTION)
+            .complete("evt_multiplexed", TYPE, &token, RETENTION)
             .await
             .unwrap()
     );
     assert_eq!(
-        store.claim("evt_multiplexed", TYPE, LEASE).await.unwrap(),
+        store
+            .claim("evt_multiplexed", TYPE, &ClaimToken::generate(), LEASE)
+            .await
+            .unwrap(),
         Claim::Completed
     );
 }
@@ -232,7 +251,7 @@ async fn redis_errors_are_backend_errors_keeping_the_source() {
         .unwrap();
 
     let error = store
-        .claim("evt_wrongtype", TYPE, LEASE)
+        .claim("evt_wrongtype", TYPE, &ClaimToken::generate(), LEASE)
         .await
         .expect_err("a claim over a hash fails");
     assert!(matches!(error, StoreError::Backend(_)), "{error:?}");

@@ -32,8 +32,10 @@ async fn start_server(prefix: &str, handler: CountingHandler) -> SocketAddr {
         .expect("the test Redis answers")
         .with_prefix(prefix);
     let secret = Secret::new(fixtures::SECRET).expect("the fixture secret is not empty");
-    let webhooks = SanghoWebhookLayer::new(secret, store)
+    let webhooks = SanghoWebhookLayer::builder(secret, store)
         .with_clock(fixtures::fixed_clock)
+        .build()
+        .expect("valid settings")
         .layer(handler);
     let app = Router::new().route_service(PATH, webhooks);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")

@@ -85,7 +85,10 @@ where
     S: IdempotencyStore + Purge,
 {
     let purge = PurgeTask::spawn(store.clone(), RETENTION, PURGE_PERIOD);
-    let layer = SanghoWebhookLayer::new(secret, store).with_retention(RETENTION);
+    let layer = SanghoWebhookLayer::builder(secret, store)
+        .with_retention(RETENTION)
+        .build()
+        .expect("valid settings");
     let app = Router::new()
         .route("/webhooks/sangho", post(handle))
         .layer(layer);

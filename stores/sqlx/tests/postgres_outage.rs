@@ -157,9 +157,11 @@ async fn an_outage_costs_503s_and_the_refused_event_is_processed_once_it_is_back
         .with_table_name(direct.table().as_str())
         .expect("a valid table name");
     let handler = CountingHandler::new();
-    let service = SanghoWebhookLayer::new(secret(), store)
+    let service = SanghoWebhookLayer::builder(secret(), store)
         .with_clock(fixtures::fixed_clock)
         .with_store_timeout(STORE_TIMEOUT)
+        .build()
+        .expect("valid settings")
         .layer(handler.clone());
 
     // Up: an event is processed.

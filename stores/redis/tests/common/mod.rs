@@ -100,18 +100,32 @@ impl IdempotencyStore for TestStore {
         &self,
         event_id: &str,
         event_type: &str,
+        token: &ClaimToken,
         lease: Duration,
     ) -> Result<Claim, StoreError> {
-        self.store.claim(event_id, event_type, lease).await
+        self.store.claim(event_id, event_type, token, lease).await
+    }
+
+    async fn renew(
+        &self,
+        event_id: &str,
+        event_type: &str,
+        token: &ClaimToken,
+        lease: Duration,
+    ) -> Result<bool, StoreError> {
+        self.store.renew(event_id, event_type, token, lease).await
     }
 
     async fn complete(
         &self,
         event_id: &str,
+        event_type: &str,
         token: &ClaimToken,
         retention: Duration,
     ) -> Result<bool, StoreError> {
-        self.store.complete(event_id, token, retention).await
+        self.store
+            .complete(event_id, event_type, token, retention)
+            .await
     }
 
     async fn release(&self, event_id: &str, token: &ClaimToken) -> Result<bool, StoreError> {

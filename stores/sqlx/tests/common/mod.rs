@@ -370,7 +370,10 @@ pub fn secret() -> Secret {
 
 /// A layer with the fixture secret at the fixtures' fixed time.
 pub fn layer(store: impl IdempotencyStore) -> SanghoWebhookLayer {
-    SanghoWebhookLayer::new(secret(), store).with_clock(fixtures::fixed_clock)
+    SanghoWebhookLayer::builder(secret(), store)
+        .with_clock(fixtures::fixed_clock)
+        .build()
+        .expect("valid settings")
 }
 
 /// Claims `id` with a fresh token and expects to acquire it.

@@ -1,7 +1,13 @@
 //! The verified event the layer hands to the handler.
 
+mod head;
+
+use std::{borrow::Cow, fmt};
+
 use bytes::Bytes;
 use serde::{Deserialize, de::DeserializeOwned};
+
+use crate::store::ClaimToken;
 
 /// The longest event id the layer accepts (the SQL schema's `VARCHAR(50)`).
 pub const MAX_EVENT_ID_LEN: usize = 50;
@@ -10,20 +16,24 @@ pub const MAX_EVENT_TYPE_LEN: usize = 100;
 
 /// A verified Sangho event, inserted into the request extensions before the handler runs.
 ///
-/// The layer parses only the fields it needs (`id`, `type`) and the standard ones beside them;
-/// `data` stays raw bytes until the handler asks for it with
+/// The layer requires only a string `id` and `type`. The standard fields beside them
+/// (`created`, `livemode`, `api_version`) read as absent when they are missing, of another
+/// type, or given twice: a signed event is never refused for a field the layer does not need,
+/// since it would be refused on every redelivery and lost. A body with two `id` or two `type`
+/// keys is refused, because another parser (the handler's) could read the other value than
+/// the one the layer deduplicated on. `data` stays raw bytes until the handler asks for it with
 /// [`data_object`](Self::data_object). The raw bytes are the exact, signed body, shared with
 /// the request body (cloning a `SanghoEvent` does not copy them).
 ///
 /// ```
-/// use axum::{Extension, Json};
+/// use axum::Json;
 /// use sangho_webhook::SanghoEvent;
 /// use serde::Deserialize;
 ///
 /// #[derive(Deserialize)]
 /// struct PaymentIntent { id: String, amount: u64 }
 ///
-/// async fn handler(Extension(event): Extension<SanghoEvent>) -> Json<serde_json::Value> {
+/// async fn handler(event: SanghoEvent) -> Json<serde_json::Value> {
 ///     if event.event_type() == "payment_intent.succeeded" {
 ///         if let Ok(intent) = event.data_object::<PaymentIntent>() {
 ///             println!("{} paid {}", intent.id, intent.amount);
@@ -33,14 +43,15 @@ pub const MAX_EVENT_TYPE_LEN: usize = 100;
 /// }
 /// # let _ = axum::routing::post::<_, _, ()>(handler);
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct SanghoEvent {
-    id: String,
-    event_type: String,
+    id: SharedText,
+    event_type: SharedText,
     created: Option<i64>,
     livemode: Option<bool>,
-    api_version: Option<String>,
+    api_version: Option<SharedText>,
     raw: Bytes,
+    claim: Option<ClaimToken>,
 }
 
 /// Why a verified body is not an acceptable event.
@@ -50,8 +61,9 @@ pub enum EventError {
     /// The body is not JSON.
     #[error("the body is not JSON")]
     NotJson,
-    /// The body is JSON, but has no string `id` or `type`, or a standard field of another type.
-    #[error("the body is not an event: it needs a string `id` and `type`")]
+    /// The body is JSON, but not an object with exactly one string `id` and one string
+    /// `type`.
+    #[error("the body is not an event: it needs one string `id` and one string `type`")]
     NotAnEvent,
     /// The id is not 1 to 50 characters of `[A-Za-z0-9_-]`.
     #[error("the event id must be 1 to 50 characters of [A-Za-z0-9_-]")]
@@ -59,17 +71,6 @@ pub enum EventError {
     /// The type is not 1 to 100 printable ASCII characters.
     #[error("the event type must be 1 to 100 printable ASCII characters")]
     InvalidType,
-}
-
-/// The fields the layer reads; everything else is skipped without being built.
-#[derive(Deserialize)]
-struct Head {
-    id: String,
-    #[serde(rename = "type")]
-    event_type: String,
-    created: Option<i64>,
-    livemode: Option<bool>,
-    api_version: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -109,7 +110,7 @@ impl SanghoEvent {
     /// assert_eq!(event.created(), Some(1_764_500_000));
     /// ```
     pub fn parse(raw: Bytes) -> Result<Self, EventError> {
-        let head: Head = serde_json::from_slice(&raw).map_err(|error| match error.classify() {
+        let head = head::Head::read(&raw).map_err(|error| match error.classify() {
             serde_json::error::Category::Data => EventError::NotAnEvent,
             _ => EventError::NotJson,
         })?;
@@ -120,23 +121,24 @@ impl SanghoEvent {
             return Err(EventError::InvalidType);
         }
         Ok(Self {
-            id: head.id,
-            event_type: head.event_type,
+            id: SharedText::new(&raw, head.id),
+            event_type: SharedText::new(&raw, head.event_type),
             created: head.created,
             livemode: head.livemode,
-            api_version: head.api_version,
+            api_version: head.api_version.map(|text| SharedText::new(&raw, text)),
             raw,
+            claim: None,
         })
     }
 
     /// The event id (`evt_…`), the deduplication key.
     pub fn id(&self) -> &str {
-        &self.id
+        self.id.as_str()
     }
 
     /// The event type, such as `payment_intent.succeeded`.
     pub fn event_type(&self) -> &str {
-        &self.event_type
+        self.event_type.as_str()
     }
 
     /// When the provider created the event, in Unix seconds, if the body says.
@@ -151,12 +153,31 @@ impl SanghoEvent {
 
     /// The API version the event was rendered with, if the body says.
     pub fn api_version(&self) -> Option<&str> {
-        self.api_version.as_deref()
+        self.api_version.as_ref().map(SharedText::as_str)
     }
 
     /// The exact, verified body.
     pub fn raw(&self) -> &Bytes {
         &self.raw
+    }
+
+    /// The token of this delivery's claim on the event, which the layer drew before calling
+    /// the handler: a store that can join the handler's own database transaction records the
+    /// completion with it, so that the handler's effects and the completion commit together.
+    /// `None` for an event parsed outside the layer.
+    pub fn claim_token(&self) -> Option<&ClaimToken> {
+        self.claim.as_ref()
+    }
+
+    /// The id and type as shared text (cloning them copies nothing).
+    pub(crate) fn shared_id_and_type(&self) -> (SharedText, SharedText) {
+        (self.id.clone(), self.event_type.clone())
+    }
+
+    /// The event with this delivery's claim token.
+    pub(crate) fn with_claim_token(mut self, token: ClaimToken) -> Self {
+        self.claim = Some(token);
+        self
     }
 
     /// Deserializes `data.object` into the type the handler expects for this event type.
@@ -179,6 +200,53 @@ impl SanghoEvent {
     /// Deserializes the whole body into a type of the handler's.
     pub fn deserialize<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
         serde_json::from_slice(&self.raw)
+    }
+}
+
+/// Text read from the signed body: a slice of it (nothing copied) when the JSON string had no
+/// escapes, else its own unescaped copy. Always valid UTF-8: it comes from a `&str`.
+#[derive(Clone)]
+pub(crate) struct SharedText(Bytes);
+
+impl SharedText {
+    /// `text`, which `serde_json` read from `raw`.
+    fn new(raw: &Bytes, text: Cow<'_, str>) -> Self {
+        match text {
+            Cow::Borrowed(text) => Self(raw.slice_ref(text.as_bytes())),
+            Cow::Owned(text) => Self(Bytes::from(text)),
+        }
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        // Built from a `&str` or a `String` only, so this never falls back.
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
+}
+
+impl fmt::Display for SharedText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Debug for SharedText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+/// Shows the id, the type, the standard fields and the body's length; never the body, which
+/// holds payment and personal data.
+impl fmt::Debug for SanghoEvent {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SanghoEvent")
+            .field("id", &self.id)
+            .field("event_type", &self.event_type)
+            .field("created", &self.created)
+            .field("livemode", &self.livemode)
+            .field("api_version", &self.api_version)
+            .field("body_len", &self.raw.len())
+            .finish()
     }
 }
 
@@ -219,6 +287,65 @@ mod tests {
             parse(r#"{"id":"evt_1","type":null}"#).unwrap_err(),
             EventError::NotAnEvent
         );
+    }
+
+    #[test]
+    fn optional_fields_of_another_type_read_as_absent() {
+        for (field, value) in [
+            ("created", "1764500000.5"),
+            ("created", r#""2026-01-01T00:00:00Z""#),
+            ("created", "9223372036854775808"),
+            ("created", "-1e3"),
+            ("livemode", "0"),
+            ("livemode", r#""false""#),
+            ("api_version", "20260101"),
+            ("api_version", "null"),
+            ("created", r#"{"nested":[1,2]}"#),
+        ] {
+            let body = format!(r#"{{"id":"evt_1","type":"t","{field}":{value}}}"#);
+            let event = parse(&body).unwrap_or_else(|error| panic!("{body}: {error}"));
+            assert_eq!(event.id(), "evt_1");
+            assert_eq!(
+                (event.created(), event.livemode(), event.api_version()),
+                (None, None, None),
+                "{body}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_optional_field_given_twice_reads_as_absent() {
+        let event = parse(r#"{"id":"e","type":"t","created":1,"created":2}"#).unwrap();
+        assert_eq!(event.created(), None);
+    }
+
+    #[test]
+    fn a_duplicate_id_or_type_is_refused() {
+        for body in [
+            r#"{"id":"evt_a","type":"t","id":"evt_b"}"#,
+            r#"{"id":"evt_a","type":"t","type":"u"}"#,
+            r#"{"id":"evt_a","id":"evt_a","type":"t"}"#,
+        ] {
+            assert_eq!(parse(body).unwrap_err(), EventError::NotAnEvent, "{body}");
+        }
+    }
+
+    #[test]
+    fn escaped_ids_are_read_unescaped() {
+        let event = parse(r#"{"id":"evt\u005f1","type":"t"}"#).unwrap();
+        assert_eq!(event.id(), "evt_1");
+    }
+
+    #[test]
+    fn debug_shows_the_id_and_the_length_but_not_the_body() {
+        let event =
+            parse(r#"{"id":"evt_1","type":"t","data":{"card":"4242424242424242"}}"#).unwrap();
+        let debug = format!("{event:?}");
+        assert!(
+            debug.contains("evt_1") && debug.contains("body_len"),
+            "{debug}"
+        );
+        assert!(!debug.contains("4242"), "{debug}");
     }
 
     #[test]

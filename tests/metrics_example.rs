@@ -1,0 +1,206 @@
+//! `examples/metrics.rs`: deliveries of several outcomes, then `GET /metrics` shows them counted.
+//!
+//! Each test records into its own Prometheus recorder, set as this thread's default (the
+//! global recorder can be set only once per process); `#[tokio::test]` runs every task on the
+//! test's thread.
+//!
+//! The example's file is compiled into this test, so what is tested is what users run.
+
+#[allow(dead_code)]
+#[path = "../examples/metrics.rs"]
+mod example;
+
+mod common;
+
+use std::{sync::Arc, time::Duration};
+
+use axum::{Router, routing::post};
+use common::{TYPE, layer, peek, secret};
+use http::{Request, StatusCode, header};
+use http_body_util::Full;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusRecorder};
+use sangho_webhook::{
+    signature::Secret,
+    store::MokaStore,
+    testing::{Delivery, fixtures, send},
+};
+use tracing_subscriber::prelude::*;
+
+fn recorder() -> PrometheusRecorder {
+    PrometheusBuilder::new().build_recorder()
+}
+
+/// The example's app (the axum example's routes, with metrics) over `store`.
+fn app(store: Arc<MokaStore>, recorder: &PrometheusRecorder) -> Router {
+    example::with_metrics(example::server::app(layer(store)), recorder.handle())
+}
+
+fn delivery(id: &str) -> Request<Full<bytes::Bytes>> {
+    Delivery::event(id, TYPE)
+        .signed(&secret(), fixtures::NOW)
+        .into_request()
+}
+
+/// The body of `GET /metrics`.
+async fn scrape(app: &Router) -> String {
+    let answer = send(app, Request::get("/metrics").body(Full::default()).unwrap()).await;
+    assert_eq!(answer.status, StatusCode::OK);
+    String::from_utf8(answer.body.to_vec()).unwrap()
+}
+
+/// The value of the sample with exactly these labels, if there is one.
+fn sample(metrics: &str, labels: &str) -> Option<u64> {
+    let prefix = format!("{}{{{labels}}} ", example::DELIVERIES);
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .map(|value| value.parse().unwrap())
+}
+
+#[tokio::test]
+async fn processed_duplicate_and_in_flight_deliveries_are_counted_by_outcome() {
+    let recorder = recorder();
+    let _recording = metrics::set_default_local_recorder(&recorder);
+    let store = Arc::new(MokaStore::new());
+    let app = app(store.clone(), &recorder);
+
+    assert_eq!(send(&app, delivery("evt_m_1")).await.status, 200);
+    assert_eq!(send(&app, delivery("evt_m_1")).await.status, 200);
+    assert_eq!(send(&app, delivery("evt_m_1")).await.status, 200);
+    // Another delivery holds this one's claim.
+    peek(&*store, "evt_m_busy").await;
+    assert_eq!(send(&app, delivery("evt_m_busy")).await.status, 409);
+
+    let metrics = scrape(&app).await;
+    assert_eq!(
+        sample(&metrics, r#"outcome="processed""#),
+        Some(1),
+        "{metrics}"
+    );
+    assert_eq!(
+        sample(&metrics, r#"outcome="duplicate""#),
+        Some(2),
+        "{metrics}"
+    );
+    assert_eq!(
+        sample(&metrics, r#"outcome="in_flight""#),
+        Some(1),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn refusals_are_counted_with_their_reason() {
+    let recorder = recorder();
+    let _recording = metrics::set_default_local_recorder(&recorder);
+    let app = app(Arc::new(MokaStore::new()), &recorder);
+
+    let wrong_secret = Delivery::event("evt_m_2", TYPE)
+        .signed(&Secret::new("whsec_wrong").unwrap(), fixtures::NOW)
+        .into_request();
+    assert_eq!(send(&app, wrong_secret).await.status, 400);
+    let stale = Delivery::event("evt_m_2", TYPE)
+        .signed(&secret(), fixtures::NOW - 3600)
+        .into_request();
+    assert_eq!(send(&app, stale.clone()).await.status, 400);
+    assert_eq!(send(&app, stale).await.status, 400);
+
+    let metrics = scrape(&app).await;
+    let refused = |reason: &str| format!(r#"outcome="refused",reason="{reason}""#);
+    assert_eq!(
+        sample(&metrics, &refused("signature_mismatch")),
+        Some(1),
+        "{metrics}"
+    );
+    assert_eq!(
+        sample(&metrics, &refused("timestamp_out_of_tolerance")),
+        Some(2),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn a_handler_that_fails_is_counted_as_handler_failed() {
+    let recorder = recorder();
+    let _recording = metrics::set_default_local_recorder(&recorder);
+    let failing = Router::new().route(
+        "/webhooks/sangho",
+        post(|| async { StatusCode::INTERNAL_SERVER_ERROR }).layer(layer(MokaStore::new())),
+    );
+    let app = example::with_metrics(failing, recorder.handle());
+
+    assert_eq!(send(&app, delivery("evt_m_3")).await.status, 500);
+
+    let metrics = scrape(&app).await;
+    assert_eq!(
+        sample(&metrics, r#"outcome="handler_failed""#),
+        Some(1),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn a_delivery_dropped_in_the_handler_is_counted_as_abandoned_from_its_log_event() {
+    let recorder = recorder();
+    let _recording = metrics::set_default_local_recorder(&recorder);
+    let _logging = tracing_subscriber::registry()
+        .with(example::UnansweredDeliveries::layer())
+        .set_default();
+    let hanging = Router::new().route(
+        "/webhooks/sangho",
+        post(std::future::pending::<StatusCode>).layer(layer(MokaStore::new())),
+    );
+    let app = example::with_metrics(hanging, recorder.handle());
+
+    // The client goes away while the handler runs: the delivery's future is dropped.
+    let dropped = tokio::time::timeout(Duration::from_millis(200), send(&app, delivery("evt_m_4")));
+    assert!(dropped.await.is_err(), "the handler never answers");
+
+    let metrics = scrape(&app).await;
+    assert_eq!(
+        sample(&metrics, r#"outcome="abandoned""#),
+        Some(1),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn other_routes_are_not_counted_and_metrics_are_served_as_prometheus_text() {
+    let recorder = recorder();
+    let _recording = metrics::set_default_local_recorder(&recorder);
+    example::describe();
+    let app = app(Arc::new(MokaStore::new()), &recorder);
+
+    let health = Request::get("/health").body(Full::default()).unwrap();
+    assert_eq!(send(&app, health).await.status, 200);
+    let nowhere = Request::get("/nowhere").body(Full::default()).unwrap();
+    assert_eq!(send(&app, nowhere).await.status, 404);
+    assert_eq!(send(&app, delivery("evt_m_5")).await.status, 200);
+
+    let answer = send(
+        &app,
+        Request::get("/metrics").body(Full::default()).unwrap(),
+    )
+    .await;
+    assert_eq!(
+        answer.headers[header::CONTENT_TYPE],
+        "text/plain; version=0.0.4"
+    );
+    let metrics = String::from_utf8(answer.body.to_vec()).unwrap();
+    assert!(
+        metrics.contains(&format!("# TYPE {} counter", example::DELIVERIES)),
+        "{metrics}"
+    );
+    let samples: Vec<&str> = metrics
+        .lines()
+        .filter(|line| line.starts_with(example::DELIVERIES))
+        .collect();
+    assert_eq!(
+        samples,
+        [format!(
+            r#"{}{{outcome="processed"}} 1"#,
+            example::DELIVERIES
+        )],
+        "only the delivery is counted"
+    );
+}
