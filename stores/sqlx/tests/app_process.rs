@@ -32,9 +32,11 @@ const LEASE: Duration = Duration::from_secs(2);
 
 /// The layer both processes use.
 fn layer(store: impl IdempotencyStore) -> SanghoWebhookLayer {
-    SanghoWebhookLayer::new(secret(), store)
+    SanghoWebhookLayer::builder(secret(), store)
         .with_clock(fixtures::fixed_clock)
         .with_lease(LEASE)
+        .build()
+        .expect("valid settings")
 }
 
 /// The child's side: when `SANGHO_APP_CHILD_STORE` is set (`postgres <url> <table>` or

@@ -452,7 +452,7 @@ impl GatedHandler {
     pub fn service(
         &self,
     ) -> impl tower::Service<
-        http::Request<http_body_util::Full<bytes::Bytes>>,
+        http::Request<sangho_webhook::WebhookBody>,
         Response = http::Response<http_body_util::Full<bytes::Bytes>>,
         Error = std::convert::Infallible,
         Future = impl Send,
@@ -461,7 +461,7 @@ impl GatedHandler {
     + 'static {
         let this = self.clone();
         tower::service_fn(
-            move |_request: http::Request<http_body_util::Full<bytes::Bytes>>| {
+            move |_request: http::Request<sangho_webhook::WebhookBody>| {
                 let this = this.clone();
                 async move {
                     this.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
