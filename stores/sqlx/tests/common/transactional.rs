@@ -343,10 +343,10 @@ impl<S: IdempotencyStore> IdempotencyStore for Renewals<S> {
         if self.stalled {
             return Ok(true);
         }
-        let started = Instant::now();
-        let renewed = self.store.renew(id, kind, token, lease).await;
-        self.durations.lock().unwrap().push(started.elapsed());
-        renewed
+        // Timed until it answers or is dropped (a renewal still waiting when the delivery
+        // ends is dropped by the layer).
+        let _timer = Timer(Instant::now(), &self.durations);
+        self.store.renew(id, kind, token, lease).await
     }
     async fn complete(
         &self,
@@ -359,5 +359,14 @@ impl<S: IdempotencyStore> IdempotencyStore for Renewals<S> {
     }
     async fn release(&self, id: &str, token: &ClaimToken) -> Result<bool, StoreError> {
         self.store.release(id, token).await
+    }
+}
+
+/// Records how long it lived when dropped.
+struct Timer<'a>(Instant, &'a Mutex<Vec<Duration>>);
+
+impl Drop for Timer<'_> {
+    fn drop(&mut self) {
+        self.1.lock().unwrap().push(self.0.elapsed());
     }
 }
