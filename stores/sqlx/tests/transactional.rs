@@ -506,7 +506,8 @@ async fn renewal_never_waits_on_the_held_row<D: Business>(ctx: &Ctx<D>) {
             .expect("the transaction holds the completion")
             .unwrap()
             .forget();
-        let redeliveries: Vec<_> = [300, 1300]
+        // Within the hold, each waiting less than SQLite's busy timeout (3 s) for the commit.
+        let redeliveries: Vec<_> = [1200, 2200]
             .into_iter()
             .map(|delay| {
                 let (service, event) = (service.clone(), event.clone());
