@@ -105,9 +105,9 @@ impl<D: Dialect> SqlStore<D> {
     ///
     /// **SQLite** runs one writer at a time, and holds its write lock for the whole
     /// transaction from its first write: while the handler's transaction is open, every other
-    /// delivery's claim (of any event) waits for it, up to the connection's busy timeout
-    /// ([`BUSY_TIMEOUT`](SqlStore::<crate::dialect::Sqlite>::BUSY_TIMEOUT) with the store's
-    /// `connect`), and fails with a 503 after that. Keep these transactions short.
+    /// delivery's claim (of any event) waits for it, up to the connection's busy timeout (3 s
+    /// with `SqliteStore::connect`), and is answered 503 after that. Keep these transactions
+    /// short.
     ///
     /// **PostgreSQL**: run the transaction at READ COMMITTED (the default). At REPEATABLE READ
     /// or SERIALIZABLE, a renewal of the claim committed after the transaction's snapshot makes
