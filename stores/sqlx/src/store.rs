@@ -290,7 +290,7 @@ impl<D: Dialect> SqlStore<D> {
         PurgeTask::spawn(self.clone(), retention, period)
     }
 
-    pub(crate) fn error(&self, error: sqlx::Error) -> StoreError {
+    fn error(&self, error: sqlx::Error) -> StoreError {
         store_error(error, self.pool.options().get_acquire_timeout())
     }
 
