@@ -21,7 +21,11 @@
 //! retention every hour.
 //!
 //! It serves `POST /webhooks/sangho`, logs each event and answers `{"received":true}`, and
-//! `GET /health` beside it. The webhook layer is on the webhook route only: the other routes
+//! `GET /health` beside it. With a SQL store (`sqlite://`, `postgres://`), each
+//! `payment_intent.succeeded` event is recorded in a `payments` table (one row per event id,
+//! created at start) **in one transaction with the event's completion**
+//! (`SqlStore::complete_in`): a crash after the commit leaves the payment and the completed
+//! event together, so the provider's redelivery is a duplicate, never a second payment. The webhook layer is on the webhook route only: the other routes
 //! (and unknown paths, 404) are untouched. Ctrl-C stops it gracefully: in-flight deliveries
 //! finish first. A setting that cannot work (a secret with a trailing newline, say) stops it at
 //! start with the reason.
@@ -29,12 +33,13 @@
 use std::{error::Error, net::SocketAddr, process::ExitCode, time::Duration};
 
 use axum::{
-    Json, Router,
+    Extension, Json, Router,
+    http::StatusCode,
     routing::{get, post},
 };
 use sangho_webhook::{SanghoEvent, SanghoWebhookLayer, signature::Secret, store::MokaStore};
 use sangho_webhook_redis::RedisStore;
-use sangho_webhook_sqlx::{PostgresStore, PurgeTask, SqliteStore};
+use sangho_webhook_sqlx::{CompleteInError, PostgresStore, PurgeTask, SqliteStore, sqlx};
 use serde_json::{Value, json};
 use tracing_subscriber::EnvFilter;
 
@@ -50,48 +55,194 @@ pub async fn webhook_layer(
     secret: Secret,
     url: &str,
 ) -> Result<(SanghoWebhookLayer, Option<PurgeTask>), Box<dyn Error>> {
+    let webhooks = webhooks(secret, url).await?;
+    Ok((webhooks.layer, webhooks.purge))
+}
+
+/// What the store `url` gives the app: the layer, the purge task (SQL stores), and the
+/// payments table (SQL stores).
+pub struct Webhooks {
+    /// The layer over the store.
+    pub layer: SanghoWebhookLayer,
+    /// The purge task of a SQL store.
+    pub purge: Option<PurgeTask>,
+    /// The payments table of a SQL store, in the store's database.
+    pub payments: Option<Payments>,
+}
+
+/// Builds the layer over the store `url` names; with a SQL store, migrates it and the
+/// payments table, and starts the purge task.
+pub async fn webhooks(secret: Secret, url: &str) -> Result<Webhooks, Box<dyn Error>> {
     let retention = SanghoWebhookLayer::DEFAULT_RETENTION;
-    if url.starts_with("sqlite:") {
+    let (layer, purge, payments) = if url.starts_with("sqlite:") {
         let store = SqliteStore::connect(url).await?;
         store.migrate().await?;
         let purge = store.spawn_purge(retention, PURGE_PERIOD);
-        Ok((SanghoWebhookLayer::new(secret, store), Some(purge)))
+        let payments = Payments::Sqlite(store.clone());
+        (
+            SanghoWebhookLayer::new(secret, store),
+            Some(purge),
+            Some(payments),
+        )
     } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
         let store = PostgresStore::connect(url).await?;
         store.migrate().await?;
         let purge = store.spawn_purge(retention, PURGE_PERIOD);
-        Ok((SanghoWebhookLayer::new(secret, store), Some(purge)))
+        let payments = Payments::Postgres(store.clone());
+        (
+            SanghoWebhookLayer::new(secret, store),
+            Some(purge),
+            Some(payments),
+        )
     } else if url.starts_with("redis:") || url.starts_with("rediss:") {
         let store = RedisStore::connect(url).await?;
-        Ok((SanghoWebhookLayer::new(secret, store), None))
+        (SanghoWebhookLayer::new(secret, store), None, None)
     } else if url == "memory:" {
         tracing::warn!("memory: store: events are forgotten on restart and not shared");
-        Ok((SanghoWebhookLayer::new(secret, MokaStore::new()), None))
+        (
+            SanghoWebhookLayer::new(secret, MokaStore::new()),
+            None,
+            None,
+        )
     } else {
-        Err(format!(
+        return Err(format!(
             "unsupported SANGHO_STORE_URL {url:?}: use sqlite://, postgres://, redis:// or memory:"
         )
-        .into())
+        .into());
+    };
+    if let Some(payments) = &payments {
+        payments.migrate().await?;
+    }
+    Ok(Webhooks {
+        layer,
+        purge,
+        payments,
+    })
+}
+
+/// The `payments` table, in the database of the SQL store the layer runs on (the same store
+/// value: its `complete_in` joins the handler's transaction).
+#[derive(Clone)]
+pub enum Payments {
+    /// On the SQLite store's file.
+    Sqlite(SqliteStore),
+    /// On the PostgreSQL store's database.
+    Postgres(PostgresStore),
+}
+
+/// One row per event id: the primary key refuses a second row even from a mistaken handler.
+const PAYMENTS_TABLE: &str = "\
+CREATE TABLE IF NOT EXISTS payments (
+    event_id    VARCHAR(50) PRIMARY KEY,
+    payment_id  VARCHAR(100),
+    amount      BIGINT,
+    recorded_at TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP
+)";
+
+impl Payments {
+    /// Creates the table if it is missing.
+    pub async fn migrate(&self) -> Result<(), sqlx::Error> {
+        match self {
+            Self::Sqlite(store) => {
+                sqlx::raw_sql(PAYMENTS_TABLE).execute(store.pool()).await?;
+            }
+            Self::Postgres(store) => {
+                sqlx::raw_sql(PAYMENTS_TABLE).execute(store.pool()).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Records the payment of `event` and the event's completion in one transaction: both
+    /// commit, or neither does. The transaction rolls back on any error (`tx` is dropped).
+    pub async fn record(&self, event: &SanghoEvent) -> Result<(), CompleteInError> {
+        let object: Value = event.data_object().unwrap_or(Value::Null);
+        let payment_id = object["id"].as_str();
+        let amount = object["amount"].as_i64();
+        let retention = SanghoWebhookLayer::DEFAULT_RETENTION;
+        match self {
+            Self::Sqlite(store) => {
+                let mut tx = store.pool().begin().await?;
+                sqlx::query(
+                    "INSERT INTO payments (event_id, payment_id, amount) VALUES (?1, ?2, ?3)",
+                )
+                .bind(event.id())
+                .bind(payment_id)
+                .bind(amount)
+                .execute(&mut *tx)
+                .await?;
+                store.complete_in(&mut *tx, event, retention).await?;
+                tx.commit().await?;
+            }
+            Self::Postgres(store) => {
+                let mut tx = store.pool().begin().await?;
+                sqlx::query(
+                    "INSERT INTO payments (event_id, payment_id, amount) VALUES ($1, $2, $3)",
+                )
+                .bind(event.id())
+                .bind(payment_id)
+                .bind(amount)
+                .execute(&mut *tx)
+                .await?;
+                store.complete_in(&mut *tx, event, retention).await?;
+                tx.commit().await?;
+            }
+        }
+        Ok(())
     }
 }
 
 /// The handler: runs once per event. `SanghoEvent` is the event the layer verified (a route
 /// without the layer answers 500 `webhook_layer_missing`). Answer 2xx only once the event's
 /// effects are durable: anything else releases the event for the provider's next delivery.
-async fn handle(event: SanghoEvent) -> Json<Value> {
+///
+/// With a SQL store, a `payment_intent.succeeded` is recorded with its completion in one
+/// transaction. If that fails (the database, or this delivery's claim was taken over by
+/// another one), nothing was committed: answer 500, and the provider's next delivery finds the
+/// event processed by the other delivery, or processes it.
+async fn handle(
+    payments: Option<Extension<Payments>>,
+    event: SanghoEvent,
+) -> Result<Json<Value>, (StatusCode, Json<Value>)> {
     tracing::info!(
         id = event.id(),
         kind = event.event_type(),
         livemode = ?event.livemode(),
         "processing webhook event"
     );
-    Json(json!({ "received": true }))
+    if let Some(Extension(payments)) = payments
+        && event.event_type() == "payment_intent.succeeded"
+    {
+        if let Err(error) = payments.record(&event).await {
+            tracing::warn!(id = event.id(), %error, "payment not recorded; rolled back");
+            return Err((
+                StatusCode::INTERNAL_SERVER_ERROR,
+                Json(json!({ "error": "payment_not_recorded" })),
+            ));
+        }
+        tracing::info!(
+            id = event.id(),
+            "payment recorded with the event's completion"
+        );
+    }
+    Ok(Json(json!({ "received": true })))
 }
 
 /// The app: the webhook route with the layer on it alone, and a health check beside it.
 pub fn app(webhooks: SanghoWebhookLayer) -> Router {
+    app_with_payments(webhooks, None)
+}
+
+/// [`app`], whose handler records payments in `payments` (the database of the layer's SQL
+/// store) with each event's completion.
+pub fn app_with_payments(webhooks: SanghoWebhookLayer, payments: Option<Payments>) -> Router {
+    let route = post(handle).layer(webhooks);
+    let route = match payments {
+        Some(payments) => route.layer(Extension(payments)),
+        None => route,
+    };
     Router::new()
-        .route("/webhooks/sangho", post(handle).layer(webhooks))
+        .route("/webhooks/sangho", route)
         .route("/health", get(|| async { "ok" }))
 }
 
@@ -111,8 +262,9 @@ async fn run() -> Result<(), Box<dyn Error>> {
         .with_env_filter(log_filter())
         .init();
     let config = Config::from_env()?;
-    let (webhooks, purge) = webhook_layer(config.secret.clone(), &config.store_url).await?;
-    serve(app(webhooks), &config, purge).await
+    let webhooks = webhooks(config.secret.clone(), &config.store_url).await?;
+    let app = app_with_payments(webhooks.layer, webhooks.payments);
+    serve(app, &config, webhooks.purge).await
 }
 
 /// `RUST_LOG`, or `info` with the layer's `debug` events.

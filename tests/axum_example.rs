@@ -13,6 +13,7 @@ use common::{TYPE, layer, secret};
 use http::{Request, StatusCode};
 use http_body_util::Full;
 use sangho_webhook::{
+    signature::Secret,
     store::MokaStore,
     testing::{Delivery, fixtures, send},
 };
@@ -43,4 +44,55 @@ async fn the_webhook_route_receives_a_signed_event() {
     let answer = send(&app, delivery.into_request()).await;
     assert_eq!(answer.status, StatusCode::OK);
     assert_eq!(answer.json(), serde_json::json!({ "received": true }));
+}
+
+/// The SQLite mode records a `payment_intent.succeeded` in `payments` with the event's
+/// completion: the redelivery is a duplicate, and the payment is recorded once.
+#[tokio::test]
+async fn the_sqlite_mode_records_the_payment_with_the_completion() {
+    let dir = std::env::temp_dir().join(format!(
+        "sangho-axum-example-{}-{:?}",
+        std::process::id(),
+        std::time::SystemTime::now()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let url = format!("sqlite://{}", dir.join("shop.db").display());
+    let webhooks = example::webhooks(Secret::new(fixtures::SECRET).unwrap(), &url)
+        .await
+        .expect("the SQLite store and the payments table");
+    let payments = webhooks.payments.clone().expect("a SQL store has payments");
+    let app = example::app_with_payments(webhooks.layer, webhooks.payments);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let body = r#"{"id":"evt_paid","type":"payment_intent.succeeded","data":{"object":{"id":"pi_1","amount":500}}}"#;
+    let deliver = || {
+        send(
+            &app,
+            Delivery::body(body).signed(&secret(), now).into_request(),
+        )
+    };
+
+    let first = deliver().await;
+    assert_eq!(first.status, StatusCode::OK);
+    assert_eq!(first.json(), serde_json::json!({ "received": true }));
+    let again = deliver().await;
+    assert_eq!(again.status, StatusCode::OK);
+    assert_eq!(again.json()["duplicate"], true);
+
+    let example::Payments::Sqlite(store) = payments else {
+        panic!("the SQLite mode");
+    };
+    let rows: Vec<(String, Option<i64>)> =
+        sangho_webhook_sqlx::sqlx::query_as("SELECT event_id, amount FROM payments")
+            .fetch_all(store.pool())
+            .await
+            .unwrap();
+    assert_eq!(rows, vec![("evt_paid".to_owned(), Some(500))]);
+    if let Some(purge) = webhooks.purge {
+        purge.stop().await;
+    }
+    store.pool().close().await;
+    let _ = std::fs::remove_dir_all(&dir);
 }

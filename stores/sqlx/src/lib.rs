@@ -80,12 +80,14 @@ mod error;
 mod purge;
 mod store;
 mod table;
+mod transaction;
 
 pub use error::Error;
 pub use purge::{Purge, PurgeTask};
 pub use sqlx;
 pub use store::SqlStore;
 pub use table::TableName;
+pub use transaction::CompleteInError;
 
 /// The idempotency store over PostgreSQL (feature `postgres`): durable, and shared by every
 /// replica that uses the same database. See [`SqlStore`] for how it works, and the

@@ -169,6 +169,15 @@ pub trait Driver: Database {
         sql: &'a Arc<str>,
         binds: &'a [Bind<'a>],
     ) -> impl Future<Output = Result<Option<String>, sqlx::Error>> + Send + 'a;
+
+    /// Runs `sql` with `binds` on `connection` (inside whatever transaction it has open): the
+    /// first column of the first row, if any.
+    #[doc(hidden)]
+    fn fetch_text_in<'a>(
+        connection: &'a mut Self::Connection,
+        sql: &'a Arc<str>,
+        binds: &'a [Bind<'a>],
+    ) -> impl Future<Output = Result<Option<String>, sqlx::Error>> + Send + 'a;
 }
 
 impl<DB> Driver for DB
@@ -193,5 +202,20 @@ where
             },
         );
         async move { Ok(query.fetch_optional(pool).await?.map(|(text,)| text)) }
+    }
+
+    fn fetch_text_in<'a>(
+        connection: &'a mut Self::Connection,
+        sql: &'a Arc<str>,
+        binds: &'a [Bind<'a>],
+    ) -> impl Future<Output = Result<Option<String>, sqlx::Error>> + Send + 'a {
+        let query = binds.iter().fold(
+            sqlx::query_as::<DB, (String,)>(AssertSqlSafe(sql.clone())),
+            |query, bind| match *bind {
+                Bind::Text(text) => query.bind(text),
+                Bind::Int(int) => query.bind(int),
+            },
+        );
+        async move { Ok(query.fetch_optional(connection).await?.map(|(text,)| text)) }
     }
 }

@@ -6,6 +6,7 @@
 
 pub mod bodies;
 pub mod private_postgres;
+pub mod transactional;
 
 use std::{collections::BTreeSet, ops::Deref, time::Duration};
 
