@@ -11,7 +11,6 @@ use crate::{
     dialect::{Bind, Dialect, Driver, micros},
     error::store_error,
     purge::Purge,
-    transaction::HeldCompletions,
 };
 
 /// The idempotency store over a SQL database: [`PostgresStore`](crate::PostgresStore),
@@ -52,8 +51,6 @@ pub struct SqlStore<D: Dialect> {
     synchronous_claims: bool,
     adopted_retention: Duration,
     queries: Arc<Queries>,
-    /// Completions held by a handler's transaction ([`complete_in`](Self::complete_in)).
-    held: Arc<HeldCompletions>,
 }
 
 /// A store's statements, prepared once for its table and settings.
@@ -94,7 +91,6 @@ impl<D: Dialect> Clone for SqlStore<D> {
             synchronous_claims: self.synchronous_claims,
             adopted_retention: self.adopted_retention,
             queries: self.queries.clone(),
-            held: self.held.clone(),
         }
     }
 }
@@ -149,7 +145,6 @@ impl<D: Dialect> SqlStore<D> {
             table,
             synchronous_claims,
             adopted_retention: Self::ADOPTED_RETENTION,
-            held: Arc::default(),
         }
     }
 
@@ -304,9 +299,9 @@ impl<D: Dialect> SqlStore<D> {
         D::Database::fetch_text(&self.pool, sql, binds).await
     }
 
-    /// The complete statement and the held completions, for [`complete_in`](Self::complete_in).
-    pub(crate) fn completion_parts(&self) -> (&Arc<str>, &HeldCompletions) {
-        (&self.queries.complete, &self.held)
+    /// The complete statement, for [`complete_in`](Self::complete_in).
+    pub(crate) fn complete_statement(&self) -> &Arc<str> {
+        &self.queries.complete
     }
 
     /// Runs an owner-answering statement (renew, complete, release): whether the row is now,
@@ -390,10 +385,6 @@ impl<D: Dialect> IdempotencyStore for SqlStore<D> {
         token: &ClaimToken,
         lease: Duration,
     ) -> Result<bool, StoreError> {
-        // The handler's transaction holds the completion: the row is locked until it ends.
-        if self.held.contains(token) {
-            return Ok(true);
-        }
         let binds = [
             Bind::Text(event_id),
             Bind::Text(event_type),
@@ -416,15 +407,11 @@ impl<D: Dialect> IdempotencyStore for SqlStore<D> {
             Bind::Text(token.as_str()),
             Bind::Int(micros(retention)),
         ];
-        let completed = self.owned(&self.queries.complete, &binds, token).await;
-        self.held.forget(token);
-        completed
+        self.owned(&self.queries.complete, &binds, token).await
     }
 
     async fn release(&self, event_id: &str, token: &ClaimToken) -> Result<bool, StoreError> {
         let binds = [Bind::Text(event_id), Bind::Text(token.as_str())];
-        let released = self.owned(&self.queries.release, &binds, token).await;
-        self.held.forget(token);
-        released
+        self.owned(&self.queries.release, &binds, token).await
     }
 }

@@ -1,9 +1,9 @@
 //! [`SqlStore::complete_in`]: the event's completion recorded inside the handler's own database
 //! transaction, so that the handler's effects and the completion commit together, or not at all.
 
-use std::{collections::HashSet, sync::Mutex, time::Duration};
+use std::time::Duration;
 
-use sangho_webhook::{SanghoEvent, store::ClaimToken};
+use sangho_webhook::SanghoEvent;
 use sqlx::Database;
 
 use crate::{
@@ -40,35 +40,6 @@ pub enum CompleteInError {
     Database(#[from] sqlx::Error),
 }
 
-/// The tokens whose completion a handler's transaction holds: the row is locked until that
-/// transaction ends, so the store answers their renewals without touching it. Forgotten when
-/// the layer completes or releases the claim, which it always does once the handler answered.
-#[derive(Debug, Default)]
-pub(crate) struct HeldCompletions(Mutex<HashSet<ClaimToken>>);
-
-impl HeldCompletions {
-    fn hold(&self, token: &ClaimToken) {
-        self.0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .insert(*token);
-    }
-
-    pub(crate) fn contains(&self, token: &ClaimToken) -> bool {
-        self.0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .contains(token)
-    }
-
-    pub(crate) fn forget(&self, token: &ClaimToken) {
-        self.0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .remove(token);
-    }
-}
-
 impl<D: Dialect> SqlStore<D> {
     /// Records `event` as completed **inside the transaction open on `connection`**: the
     /// handler's own writes and the event's completion then commit together, or not at all.
@@ -97,10 +68,10 @@ impl<D: Dialect> SqlStore<D> {
     /// - **any other answer**: it releases the claim. After a commit that changes nothing (the
     ///   event is completed); after a rollback the next delivery processes the event.
     ///
-    /// Once the completion is written, this store answers the layer's renewals of the claim
-    /// without touching the row (the transaction has it locked), until the layer completes or
-    /// releases it: call `complete_in` on the store the layer runs on, or a clone of it, and
-    /// commit promptly. Meanwhile another delivery of the same event waits for the commit
+    /// Once the completion is written, the event's claim is marked as held by the transaction
+    /// ([`DeliveryClaim::hold_completion`](sangho_webhook::DeliveryClaim::hold_completion)):
+    /// the layer stops renewing it, so no renewal waits on the row the transaction has locked.
+    /// Commit promptly: meanwhile another delivery of the same event waits for the commit
     /// (PostgreSQL and MariaDB: the row's lock), then answers a duplicate or 409.
     ///
     /// **SQLite** runs one writer at a time, and holds its write lock for the whole
@@ -157,25 +128,27 @@ impl<D: Dialect> SqlStore<D> {
         event: &SanghoEvent,
         retention: Duration,
     ) -> Result<(), CompleteInError> {
-        let Some(token) = event.claim_token() else {
+        let Some(claim) = event.claim() else {
             return Err(CompleteInError::NoClaim {
                 event_id: event.id().to_owned(),
             });
         };
-        let (complete, held) = self.completion_parts();
+        let token = claim.token();
         let binds = [
             Bind::Text(event.id()),
             Bind::Text(event.event_type()),
             Bind::Text(token.as_str()),
             Bind::Int(micros(retention)),
         ];
+        let complete = self.complete_statement();
         let owner = D::Database::fetch_text_in(connection, complete, &binds).await?;
         if owner.as_deref() != Some(token.as_str()) {
             return Err(CompleteInError::TakenOver {
                 event_id: event.id().to_owned(),
             });
         }
-        held.hold(token);
+        // The transaction now holds the row's lock until it ends: the layer stops renewing.
+        claim.hold_completion();
         Ok(())
     }
 }

@@ -224,8 +224,8 @@ impl<D: Business> Payments<D> {
             before(call).await;
         }
         let token = event
-            .claim_token()
-            .map(|token| token.as_str().to_owned())
+            .claim()
+            .map(|claim| claim.token().as_str().to_owned())
             .unwrap_or_default();
         let result = async {
             let mut tx = self.store.pool().begin().await?;
