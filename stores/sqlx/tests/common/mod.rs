@@ -14,7 +14,6 @@ use async_trait::async_trait;
 use bodies::SqlStore;
 use sangho_webhook::{
     SanghoWebhookLayer,
-    signature::Secret,
     store::{Claim, ClaimToken, IdempotencyStore, StoreError},
     testing::fixtures,
 };
@@ -28,7 +27,7 @@ use sangho_webhook_sqlx::{
     },
 };
 
-pub const TYPE: &str = "payment_intent.succeeded";
+pub use sangho_webhook::testing::fixtures::{EVENT_TYPE as TYPE, secret};
 pub const LONG: Duration = Duration::from_secs(3600);
 
 /// The PostgreSQL server of the tests: `SANGHO_TEST_POSTGRES_URL`, or the local default.
@@ -391,10 +390,6 @@ sql_store!(
                    FROM seq_1_to_{rows}",
 );
 
-pub fn secret() -> Secret {
-    Secret::new(fixtures::SECRET).expect("the fixture secret")
-}
-
 /// A builder with the fixture secret at the fixtures' fixed time.
 pub fn builder(store: impl IdempotencyStore) -> sangho_webhook::SanghoWebhookLayerBuilder {
     SanghoWebhookLayer::builder(secret(), store).with_clock(fixtures::fixed_clock)
@@ -405,14 +400,7 @@ pub fn layer(store: impl IdempotencyStore) -> SanghoWebhookLayer {
     builder(store).build().expect("valid settings")
 }
 
-/// Claims `id` with a fresh token and expects to acquire it.
-pub async fn acquire(store: &dyn IdempotencyStore, id: &str, lease: Duration) -> ClaimToken {
-    let token = ClaimToken::generate();
-    match store.claim(id, TYPE, &token, lease).await {
-        Ok(Claim::Acquired) => token,
-        other => panic!("claiming {id} should acquire it, got {other:?}"),
-    }
-}
+pub use sangho_webhook::testing::conformance::acquire;
 
 /// Claims `id` with a fresh token: what the store found.
 pub async fn claim(
