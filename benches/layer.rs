@@ -276,8 +276,8 @@ struct Case<'a> {
     run: Box<dyn FnMut(Requests) + 'a>,
 }
 
-/// The interleaved check (see the crate docs).
-fn interleaved_check() {
+/// The interleaved check (see the crate docs); or, for a profiler, `calls` calls of one case.
+fn interleaved_check(profile: Option<(String, usize)>) {
     const ROUNDS: usize = 30;
     const CALLS: usize = 200;
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -391,6 +391,15 @@ fn interleaved_check() {
         },
     ];
 
+    if let Some((name, calls)) = profile {
+        let case = cases
+            .iter_mut()
+            .find(|case| case.name == name)
+            .unwrap_or_else(|| panic!("no case named {name}"));
+        let inputs = (case.prepare)(calls);
+        profiled(&mut case.run, inputs);
+        return;
+    }
     let mut times: Vec<Vec<f64>> = vec![Vec::with_capacity(ROUNDS); cases.len()];
     for round in 0..ROUNDS {
         for k in 0..cases.len() {
@@ -421,12 +430,28 @@ fn interleaved_check() {
     }
 }
 
+/// The profiled part of a case: `valgrind --tool=callgrind --toggle-collect='*profiled*'`
+/// counts only this.
+#[inline(never)]
+fn profiled(run: &mut dyn FnMut(Requests), inputs: Requests) {
+    run(inputs);
+}
+
 criterion_group!(benches, layer);
 
 fn main() {
+    // For profilers, one case alone, its inputs prepared outside `profiled`:
+    // `SANGHO_PROFILE_CASE=layer/new_event SANGHO_PROFILE_CALLS=2000 <bench binary>`
+    if let Ok(name) = std::env::var("SANGHO_PROFILE_CASE") {
+        let calls = std::env::var("SANGHO_PROFILE_CALLS")
+            .ok()
+            .and_then(|calls| calls.parse().ok())
+            .unwrap_or(1000);
+        return interleaved_check(Some((name, calls)));
+    }
     benches();
     if common::is_plain_bench_run() {
-        interleaved_check();
+        interleaved_check(None);
     }
     Criterion::default().configure_from_args().final_summary();
 }

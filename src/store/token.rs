@@ -28,6 +28,8 @@ use std::{
 pub struct ClaimToken {
     /// Lowercase hex digits: the process nonce, then the sequence number.
     hex: [u8; 32],
+    /// The sequence number, as a number.
+    sequence: u64,
 }
 
 impl ClaimToken {
@@ -41,7 +43,13 @@ impl ClaimToken {
         let mut hex = [0u8; 32];
         base16ct::lower::encode(&value.to_be_bytes(), &mut hex)
             .expect("32 digits hold the 16 bytes of a token");
-        Self { hex }
+        Self { hex, sequence }
+    }
+
+    /// The token's sequence number: what tells apart the tokens of this process (they all
+    /// share its process part). Enough for an in-process store to tell owners apart.
+    pub(crate) fn sequence(self) -> u64 {
+        self.sequence
     }
 
     /// The token as text (32 lowercase hex digits), for storing it.
@@ -83,5 +91,7 @@ mod tests {
         assert_ne!(first, second);
         assert!(first.as_str().bytes().all(|b| b.is_ascii_hexdigit()));
         assert_eq!(first.as_str()[..16], second.as_str()[..16]);
+        assert_eq!(second.sequence(), first.sequence() + 1);
+        assert_eq!(format!("{:016x}", second.sequence()), second.as_str()[16..]);
     }
 }
