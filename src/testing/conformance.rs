@@ -15,7 +15,7 @@
 //! between runs. The expiry checks use a one-second lease or retention and wait a little over
 //! two seconds, so a store whose clock counts whole seconds passes too.
 
-use std::{sync::Arc, time::Duration};
+use std::{future::Future, pin::Pin, sync::Arc, time::Duration};
 
 use http::StatusCode;
 
@@ -444,6 +444,42 @@ pub async fn concurrent_deliveries_run_the_handler_once(store: Arc<dyn Idempoten
     );
 }
 
+/// A conformance check over a store, its future boxed so that every check fits in [`CHECKS`].
+pub type Check = fn(Arc<dyn IdempotencyStore>) -> Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// Every conformance check with its name, in the order
+/// [`idempotency_store_conformance!`](crate::idempotency_store_conformance) writes their tests:
+/// for running the suite some other way, e.g. every check at once against one store that is
+/// costly to set up. A check passes unless it panics.
+///
+/// ```
+/// use std::sync::Arc;
+///
+/// use sangho_webhook::{
+///     store::{IdempotencyStore, MokaStore},
+///     testing::conformance::CHECKS,
+/// };
+///
+/// # #[tokio::main(flavor = "multi_thread")]
+/// # async fn main() {
+/// let store: Arc<dyn IdempotencyStore> = Arc::new(MokaStore::new());
+/// let mut checks = tokio::task::JoinSet::new();
+/// for &(name, check) in CHECKS {
+///     let store = store.clone();
+///     checks.spawn(async move { (name, tokio::spawn(check(store)).await.is_ok()) });
+/// }
+/// let mut failed = Vec::new();
+/// while let Some(done) = checks.join_next().await {
+///     let (name, passed) = done.expect("a check task");
+///     if !passed {
+///         failed.push(name);
+///     }
+/// }
+/// assert_eq!(failed, Vec::<&str>::new(), "these checks failed");
+/// # }
+/// ```
+pub const CHECKS: &[(&str, Check)] = crate::__conformance_tests! { @with_every_check [@list] };
+
 /// Writes one `#[tokio::test]` per conformance check, each with a store from `$make_store` (an
 /// expression evaluating to a future of the store).
 ///
@@ -476,8 +512,12 @@ macro_rules! idempotency_store_conformance {
 #[macro_export]
 macro_rules! __conformance_tests {
     (@every_check [$($attribute:tt)*] $make_store:expr) => {
-        $crate::__conformance_tests!(
-            [$($attribute)*] $make_store;
+        $crate::__conformance_tests!(@with_every_check [[$($attribute)*] $make_store;]);
+    };
+    // The one list of the checks: calls this macro with `$before` followed by every check.
+    (@with_every_check [$($before:tt)*]) => {
+        $crate::__conformance_tests! {
+            $($before)*
             first_claim_acquires,
             second_claim_while_leased_is_in_flight,
             completed_event_is_completed,
@@ -503,7 +543,14 @@ macro_rules! __conformance_tests {
             concurrent_takeover_of_an_expired_retention_has_one_winner,
             concurrent_deliveries_run_the_handler_once,
             reference_model
-        );
+        }
+    };
+    // The entries of `CHECKS`.
+    (@list $($check:ident),*) => {
+        &[$((
+            ::core::stringify!($check),
+            |store| ::std::boxed::Box::pin($crate::testing::conformance::$check(store)),
+        )),*]
     };
     ([$($attribute:tt)*] $make_store:expr;) => {};
     ([$($attribute:tt)*] $make_store:expr; $check:ident $(, $rest:ident)*) => {

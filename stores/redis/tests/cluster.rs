@@ -19,27 +19,22 @@ use sangho_webhook::{
 };
 use sangho_webhook_redis::{RedisStore, redis};
 
-/// Runs every check of the conformance suite at once against `store`, and names the ones that
-/// failed.
-macro_rules! every_check {
-    ($store:expr; $($check:ident),* $(,)?) => {{
-        let mut checks = tokio::task::JoinSet::new();
-        $(
-            let store = $store.clone();
-            checks.spawn(async move {
-                let outcome = tokio::spawn(conformance::$check(store)).await;
-                (stringify!($check), outcome.is_ok())
-            });
-        )*
-        let mut failed = Vec::new();
-        while let Some(joined) = checks.join_next().await {
-            let (check, passed) = joined.expect("a check task");
-            if !passed {
-                failed.push(check);
-            }
+/// Runs every check of the conformance suite ([`conformance::CHECKS`]) at once against
+/// `store`, and names the ones that failed.
+async fn every_check(store: &Arc<dyn IdempotencyStore>) -> Vec<&'static str> {
+    let mut checks = tokio::task::JoinSet::new();
+    for &(name, check) in conformance::CHECKS {
+        let store = store.clone();
+        checks.spawn(async move { (name, tokio::spawn(check(store)).await.is_ok()) });
+    }
+    let mut failed = Vec::new();
+    while let Some(joined) = checks.join_next().await {
+        let (check, passed) = joined.expect("a check task");
+        if !passed {
+            failed.push(check);
         }
-        failed
-    }};
+    }
+    failed
 }
 
 fn keys_on(node: &RedisServer) -> i64 {
@@ -58,37 +53,9 @@ async fn the_store_follows_every_rule_on_a_cluster_of_three_primaries() {
         .expect("the test's cluster answers");
     let store: Arc<dyn IdempotencyStore> = Arc::new(store);
 
-    let failed = tokio::time::timeout(Duration::from_secs(300), async {
-        every_check!(store;
-            first_claim_acquires,
-            second_claim_while_leased_is_in_flight,
-            completed_event_is_completed,
-            completed_event_outlives_the_lease,
-            complete_while_another_holds_changes_nothing,
-            complete_after_another_completed_changes_nothing,
-            repeated_completion_succeeds,
-            complete_after_own_lease_expired_succeeds,
-            complete_without_a_record_records_the_event,
-            release_with_wrong_token_changes_nothing,
-            released_event_is_acquired_again,
-            release_after_complete_changes_nothing,
-            releasing_an_unknown_event_changes_nothing,
-            renew_extends_the_lease,
-            renew_by_another_token_changes_nothing,
-            renew_after_own_lease_expired_keeps_the_claim,
-            renew_after_completion_changes_nothing,
-            expired_lease_is_taken_over,
-            completed_event_is_forgotten_after_retention,
-            events_are_independent,
-            concurrent_claims_yield_exactly_one_acquired,
-            concurrent_takeover_of_an_expired_lease_has_one_winner,
-            concurrent_takeover_of_an_expired_retention_has_one_winner,
-            concurrent_deliveries_run_the_handler_once,
-            reference_model,
-        )
-    })
-    .await
-    .expect("the conformance suite finishes within 300 s on the cluster");
+    let failed = tokio::time::timeout(Duration::from_secs(300), every_check(&store))
+        .await
+        .expect("the conformance suite finishes within 300 s on the cluster");
     assert!(
         failed.is_empty(),
         "conformance checks failed on the cluster: {failed:?}"

@@ -3,9 +3,9 @@
 //!
 //! Every scenario runs `SANGHO_TRIALS` times (default 2), each trial with a fresh event, on a
 //! store table and a business table of its own. The kill scenarios run this test binary again
-//! as the app process ([`transactional_child`], which does nothing unless
-//! `SANGHO_TX_CHILD_STORE` is set) and SIGKILL it after its transaction committed, before it
-//! answers.
+//! as the app process, running only the test that started it, with [`CHILD_STORE`] set: that
+//! test then plays the app process ([`app_process`]) instead of its own scenario. They SIGKILL
+//! it after its transaction committed, before it answers.
 //!
 //! ```sh
 //! SANGHO_TRIALS=20 cargo test -p sangho-webhook-sqlx --all-features --test transactional -- --include-ignored
@@ -45,9 +45,11 @@ const LEASE: Duration = Duration::from_secs(1);
 
 /// A store and a business table in the same database, kept until the test ends.
 struct Ctx<D: Dialect> {
+    /// The full name of the test, which the app process runs (see [`kill_after_commit`]).
+    test: &'static str,
     store: SqlStore<D>,
     business: String,
-    /// How the app process opens the same store and table (see [`transactional_child`]).
+    /// How the app process opens the same store and table (see [`app_process`]).
     child: String,
     _keep: Vec<Box<dyn Any + Send + Sync>>,
 }
@@ -61,7 +63,7 @@ impl Drop for DropTable {
     }
 }
 
-async fn sqlite_ctx() -> Ctx<sangho_webhook_sqlx::dialect::Sqlite> {
+async fn sqlite_ctx(test: &'static str) -> Ctx<sangho_webhook_sqlx::dialect::Sqlite> {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("shop.db");
     let store = common::sqlite_store_at(&path, 16).await;
@@ -69,6 +71,7 @@ async fn sqlite_ctx() -> Ctx<sangho_webhook_sqlx::dialect::Sqlite> {
     let business = unique_table("pay");
     <sangho_webhook_sqlx::dialect::Sqlite as Business>::create(store.pool(), &business).await;
     Ctx {
+        test,
         child: format!("sqlite {} {business}", path.display()),
         store,
         business,
@@ -76,12 +79,13 @@ async fn sqlite_ctx() -> Ctx<sangho_webhook_sqlx::dialect::Sqlite> {
     }
 }
 
-async fn postgres_ctx() -> Ctx<sangho_webhook_sqlx::dialect::Postgres> {
+async fn postgres_ctx(test: &'static str) -> Ctx<sangho_webhook_sqlx::dialect::Postgres> {
     let store = common::postgres_store("tx", 16).await;
     let business = unique_table("pay");
     let keep_business = DropTable(business.clone(), common::drop_table);
     <sangho_webhook_sqlx::dialect::Postgres as Business>::create(store.pool(), &business).await;
     Ctx {
+        test,
         child: format!(
             "postgres {} {} {business}",
             common::postgres_url(),
@@ -94,12 +98,13 @@ async fn postgres_ctx() -> Ctx<sangho_webhook_sqlx::dialect::Postgres> {
 }
 
 #[cfg(feature = "mariadb")]
-async fn mariadb_ctx() -> Ctx<sangho_webhook_sqlx::dialect::MariaDb> {
+async fn mariadb_ctx(test: &'static str) -> Ctx<sangho_webhook_sqlx::dialect::MariaDb> {
     let store = common::mariadb_store("tx", 16).await;
     let business = unique_table("pay");
     let keep_business = DropTable(business.clone(), common::drop_mariadb_table);
     <sangho_webhook_sqlx::dialect::MariaDb as Business>::create(store.pool(), &business).await;
     Ctx {
+        test,
         child: format!(
             "mariadb {} {} {business}",
             common::mariadb_url(),
@@ -147,48 +152,50 @@ fn outcome(answer: &Answer) -> Option<Outcome> {
 // ---------------------------------------------------------------------------------------------
 // The app process: SIGKILLed after its transaction committed, before its answer.
 
-/// The child's side: when `SANGHO_TX_CHILD_STORE` is set (a [`Ctx::child`]), delivers
+/// Set only in the app process: the store it opens (a [`Ctx::child`]).
+const CHILD_STORE: &str = "SANGHO_TX_CHILD_STORE";
+
+/// The store the app process opens, when this process is one (see [`kill_after_commit`]); the
+/// test it runs then plays the app process with [`app_process`] instead of its own scenario.
+fn app_process_store() -> Option<String> {
+    std::env::var(CHILD_STORE).ok()
+}
+
+/// The app process's side: opens `spec` (the value of [`CHILD_STORE`]) and delivers
 /// `SANGHO_TX_CHILD_EVENT` through the layer to a payment handler (with `complete_in` when
 /// `SANGHO_TX_CHILD_MODE` is `transactional`) that commits, creates the file
 /// `SANGHO_TX_CHILD_MARKER` and then never answers.
-#[test]
-fn transactional_child() {
-    let Ok(spec) = std::env::var("SANGHO_TX_CHILD_STORE") else {
-        return;
-    };
+async fn app_process(spec: String) {
     let event = std::env::var("SANGHO_TX_CHILD_EVENT").expect("the event id");
     let marker = PathBuf::from(std::env::var("SANGHO_TX_CHILD_MARKER").expect("a marker"));
     let transactional = std::env::var("SANGHO_TX_CHILD_MODE").as_deref() == Ok("transactional");
-    let runtime = tokio::runtime::Runtime::new().expect("a runtime");
-    runtime.block_on(async move {
-        let words: Vec<&str> = spec.split(' ').collect();
-        match words.as_slice() {
-            ["postgres", url, table, business] => {
-                let store = sangho_webhook_sqlx::PostgresStore::connect(url)
-                    .await
-                    .unwrap()
-                    .with_table_name(*table)
-                    .unwrap();
-                child_delivers(store, business, transactional, &event, marker).await;
-            }
-            ["sqlite", path, business] => {
-                let store = sangho_webhook_sqlx::SqliteStore::connect(&format!("sqlite://{path}"))
-                    .await
-                    .unwrap();
-                child_delivers(store, business, transactional, &event, marker).await;
-            }
-            #[cfg(feature = "mariadb")]
-            ["mariadb", url, table, business] => {
-                let store = sangho_webhook_sqlx::MariaDbStore::connect(url)
-                    .await
-                    .unwrap()
-                    .with_table_name(*table)
-                    .unwrap();
-                child_delivers(store, business, transactional, &event, marker).await;
-            }
-            other => panic!("unknown store {other:?}"),
+    let words: Vec<&str> = spec.split(' ').collect();
+    match words.as_slice() {
+        ["postgres", url, table, business] => {
+            let store = sangho_webhook_sqlx::PostgresStore::connect(url)
+                .await
+                .unwrap()
+                .with_table_name(*table)
+                .unwrap();
+            child_delivers(store, business, transactional, &event, marker).await;
         }
-    });
+        ["sqlite", path, business] => {
+            let store = sangho_webhook_sqlx::SqliteStore::connect(&format!("sqlite://{path}"))
+                .await
+                .unwrap();
+            child_delivers(store, business, transactional, &event, marker).await;
+        }
+        #[cfg(feature = "mariadb")]
+        ["mariadb", url, table, business] => {
+            let store = sangho_webhook_sqlx::MariaDbStore::connect(url)
+                .await
+                .unwrap()
+                .with_table_name(*table)
+                .unwrap();
+            child_delivers(store, business, transactional, &event, marker).await;
+        }
+        other => panic!("unknown store {other:?}"),
+    }
 }
 
 async fn child_delivers<D: Business>(
@@ -205,15 +212,20 @@ async fn child_delivers<D: Business>(
 
 /// Runs this binary as the app process of `ctx` for `event`, and SIGKILLs it once its
 /// transaction committed.
-fn kill_after_commit(child: &str, event: &str, transactional: bool, marker: &Path) {
+///
+/// The app process runs only `ctx.test`, which plays the app process because [`CHILD_STORE`]
+/// is set. `--include-ignored` lets it run an ignored test; a name that matches no test makes
+/// the app process end at once, and this panic.
+fn kill_after_commit<D: Dialect>(ctx: &Ctx<D>, event: &str, transactional: bool, marker: &Path) {
     let mut app: Child = Command::new(std::env::current_exe().expect("the test binary"))
         .args([
             "--exact",
-            "transactional_child",
+            ctx.test,
+            "--include-ignored",
             "--nocapture",
             "--test-threads=1",
         ])
-        .env("SANGHO_TX_CHILD_STORE", child)
+        .env(CHILD_STORE, &ctx.child)
         .env("SANGHO_TX_CHILD_EVENT", event)
         .env("SANGHO_TX_CHILD_MARKER", marker)
         .env(
@@ -234,8 +246,7 @@ fn kill_after_commit(child: &str, event: &str, transactional: bool, marker: &Pat
         assert!(Instant::now() < deadline, "the app process never committed");
         std::thread::sleep(Duration::from_millis(10));
     }
-    app.kill().expect("SIGKILL the app process");
-    app.wait().expect("reap the app process");
+    common::sigkill(&mut app);
 }
 
 /// The app process commits the payment with its completion, and is killed before it answers:
@@ -245,7 +256,7 @@ async fn killed_after_a_transactional_commit_is_a_duplicate<D: Business>(ctx: &C
         let dir = tempfile::tempdir().unwrap();
         let marker = dir.path().join("committed");
         let event = unique_event_id("txkill");
-        kill_after_commit(&ctx.child, &event, true, &marker);
+        kill_after_commit(ctx, &event, true, &marker);
         let killed = Instant::now();
 
         let payments = Payments::new(ctx.store.clone(), &ctx.business, true);
@@ -277,7 +288,7 @@ async fn killed_after_a_plain_commit_records_the_payment_twice<D: Business>(ctx:
         let dir = tempfile::tempdir().unwrap();
         let marker = dir.path().join("committed");
         let event = unique_event_id("plainkill");
-        kill_after_commit(&ctx.child, &event, false, &marker);
+        kill_after_commit(ctx, &event, false, &marker);
         let killed = Instant::now();
 
         let payments = Payments::new(ctx.store.clone(), &ctx.business, false);
@@ -553,6 +564,8 @@ async fn renewal_never_waits_on_the_held_row<D: Business>(ctx: &Ctx<D>) {
 // ---------------------------------------------------------------------------------------------
 
 /// Runs `$body` on every SQL store: `$name::sqlite`, `$name::postgres`, `$name::mariadb`.
+///
+/// In the app process of a kill scenario, the test it runs plays the app process instead.
 macro_rules! on_every_store {
     ($($name:ident => $body:ident;)*) => {$(
         mod $name {
@@ -560,20 +573,29 @@ macro_rules! on_every_store {
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             async fn sqlite() {
-                $body(&sqlite_ctx().await).await;
+                if let Some(spec) = app_process_store() {
+                    return app_process(spec).await;
+                }
+                $body(&sqlite_ctx(concat!(stringify!($name), "::sqlite")).await).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             #[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
             async fn postgres() {
-                $body(&postgres_ctx().await).await;
+                if let Some(spec) = app_process_store() {
+                    return app_process(spec).await;
+                }
+                $body(&postgres_ctx(concat!(stringify!($name), "::postgres")).await).await;
             }
 
             #[cfg(feature = "mariadb")]
             #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
             #[ignore = "needs MariaDB: run with --features mariadb -- --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
             async fn mariadb() {
-                $body(&mariadb_ctx().await).await;
+                if let Some(spec) = app_process_store() {
+                    return app_process(spec).await;
+                }
+                $body(&mariadb_ctx(concat!(stringify!($name), "::mariadb")).await).await;
             }
         }
     )*};

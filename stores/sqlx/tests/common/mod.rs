@@ -57,6 +57,21 @@ pub fn unique() -> u64 {
     ))
 }
 
+/// SIGKILLs the app process `child` of a kill scenario and reaps it; on Unix, panics unless
+/// the signal is what ended it, i.e. the process was still running when it was killed.
+pub fn sigkill(child: &mut std::process::Child) {
+    child.kill().expect("SIGKILL the app process");
+    let status = child.wait().expect("reap the app process");
+    #[cfg(unix)]
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9),
+        "the app process ended before SIGKILL: {status}"
+    );
+    #[cfg(not(unix))]
+    let _ = status;
+}
+
 /// A store that owns a test table or file, and drops it with the last clone.
 #[derive(Debug)]
 pub struct TestStore<S> {
