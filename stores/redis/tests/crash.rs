@@ -1,9 +1,9 @@
 //! A process killed (SIGKILL) while its handler runs: its claim stays in Redis until the lease
 //! runs out, and then another process takes the event over and processes it once.
 //!
-//! The killed process is this test binary itself, run again as a child with
-//! [`CHILD_URL`] set: it then runs only [`child_process_holding_a_claim`], which delivers the
-//! event to its own layer and reports when its handler runs.
+//! The killed process is this test binary itself, running the same test again with
+//! [`CHILD_URL`] set: that test then acts as the child ([`hold_a_claim`]), delivering the
+//! event to its own layer and reporting when its handler runs.
 
 mod common;
 
@@ -30,14 +30,10 @@ const IN_HANDLER: &str = "sangho-crash-child: in the handler";
 /// The lease of both processes.
 const LEASE: Duration = Duration::from_secs(2);
 
-/// The child's part (a no-op in a normal test run): delivers the event of [`CHILD_EVENT`] to a
-/// layer whose handler never finishes, and prints [`IN_HANDLER`] once the handler runs.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "the child process of a_claim_left_by_a_killed_process_is_taken_over_after_its_lease; does nothing on its own"]
-async fn child_process_holding_a_claim() {
-    let (Ok(url), Ok(id)) = (std::env::var(CHILD_URL), std::env::var(CHILD_EVENT)) else {
-        return;
-    };
+/// The child's part: delivers the event of [`CHILD_EVENT`] to a layer whose handler never
+/// finishes, and prints [`IN_HANDLER`] once the handler runs. The parent kills it there.
+async fn hold_a_claim(url: String) {
+    let id = std::env::var(CHILD_EVENT).expect("the parent names the event");
     let store = RedisStore::connect(url).await.expect("the parent's Redis");
     let handler = CountingHandler::new().with_delay(Duration::from_secs(600));
     let service = service(store, &handler, |layer| layer.with_lease(LEASE));
@@ -57,12 +53,15 @@ async fn child_process_holding_a_claim() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs a redis-server binary (/usr/bin/redis-server or SANGHO_TEST_REDIS_SERVER): run with --include-ignored"]
 async fn a_claim_left_by_a_killed_process_is_taken_over_after_its_lease() {
+    if let Ok(url) = std::env::var(CHILD_URL) {
+        return hold_a_claim(url).await;
+    }
     let server = RedisServer::start().await;
     let id = unique_event_id("killed");
     let mut child = tokio::process::Command::new(std::env::current_exe().expect("this binary"))
         .args([
             "--exact",
-            "child_process_holding_a_claim",
+            "a_claim_left_by_a_killed_process_is_taken_over_after_its_lease",
             "--include-ignored",
             "--nocapture",
         ])
@@ -87,7 +86,12 @@ async fn a_claim_left_by_a_killed_process_is_taken_over_after_its_lease() {
     .expect("the child's handler runs within 30 s");
 
     child.start_kill().expect("SIGKILL the child");
-    child.wait().await.expect("the child is gone");
+    let status = child.wait().await.expect("the child is gone");
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9),
+        "the child was still running when killed: {status}"
+    );
     let killed = Instant::now();
 
     // Another process (here: this one, with its own connection and layer) gets the
