@@ -90,8 +90,8 @@ impl ClaimGuard {
     }
 
     /// The id of the event claimed.
-    pub(crate) fn event_id(&self) -> &str {
-        self.claim.event_id.as_str()
+    pub(crate) fn event_id(&self) -> &SharedText {
+        &self.claim.event_id
     }
 
     /// Claims the event, under the store timeout. Only an acquired claim stays armed; a claim

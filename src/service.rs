@@ -217,7 +217,8 @@ where
     }
 
     // 8. Call the handler with the event and the unchanged body, renewing the claim meanwhile.
-    let event_id = guard.event_id().to_owned();
+    let event_id = guard.event_id().clone();
+    let event_id = event_id.as_str();
     let mut request = Request::from_parts(parts, WebhookBody::new(event.raw().clone()));
     request
         .extensions_mut()

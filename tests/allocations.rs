@@ -80,6 +80,6 @@ fn a_new_event_over_a_null_store_allocates_at_most_the_measured_count() {
     );
 }
 
-const NEW_EVENT_MOKA: u64 = 23;
+const NEW_EVENT_MOKA: u64 = 22;
 const DUPLICATE_MOKA: u64 = 10;
-const NEW_EVENT_NULL: u64 = 14;
+const NEW_EVENT_NULL: u64 = 13;

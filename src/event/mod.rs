@@ -6,6 +6,7 @@ mod head;
 use std::{borrow::Cow, fmt};
 
 use bytes::Bytes;
+use bytestring::ByteString;
 use serde::{Deserialize, de::DeserializeOwned};
 
 pub use claim::DeliveryClaim;
@@ -205,22 +206,25 @@ impl SanghoEvent {
 }
 
 /// Text read from the signed body: a slice of it (nothing copied) when the JSON string had no
-/// escapes, else its own unescaped copy. Always valid UTF-8: it comes from a `&str`.
+/// escapes, else its own unescaped copy. Checked as UTF-8 once, when it is made, and read
+/// without a check after that.
 #[derive(Clone)]
-pub(crate) struct SharedText(Bytes);
+pub(crate) struct SharedText(ByteString);
 
 impl SharedText {
     /// `text`, which `serde_json` read from `raw`.
     fn new(raw: &Bytes, text: Cow<'_, str>) -> Self {
         match text {
-            Cow::Borrowed(text) => Self(raw.slice_ref(text.as_bytes())),
-            Cow::Owned(text) => Self(Bytes::from(text)),
+            Cow::Borrowed(text) => Self(
+                ByteString::try_from(raw.slice_ref(text.as_bytes()))
+                    .expect("the bytes of a `str` are UTF-8"),
+            ),
+            Cow::Owned(text) => Self(ByteString::from(text)),
         }
     }
 
     pub(crate) fn as_str(&self) -> &str {
-        // Built from a `&str` or a `String` only, so this never falls back.
-        std::str::from_utf8(&self.0).unwrap_or_default()
+        &self.0
     }
 }
 
