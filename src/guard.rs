@@ -331,11 +331,16 @@ async fn renew_periodically(claim: &Owned, limit: Duration) {
     }
 }
 
-/// `operation`, failing with [`StoreError::Timeout`] after `limit`.
+/// `operation`, failing with [`StoreError::Timeout`] after `limit`. An operation that is ready
+/// when first polled (an in-memory store) never starts the timer.
 async fn timed<T>(
     limit: Duration,
     operation: impl Future<Output = Result<T, StoreError>>,
 ) -> Result<T, StoreError> {
+    let mut operation = pin!(operation);
+    if let Poll::Ready(output) = poll_fn(|cx| Poll::Ready(operation.as_mut().poll(cx))).await {
+        return output;
+    }
     timeout(limit, operation)
         .await
         .unwrap_or(Err(StoreError::Timeout(limit)))

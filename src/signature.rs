@@ -193,7 +193,7 @@ impl<'a> SignatureHeader<'a> {
         let mut v1_count = 0;
         for item in header.split(',') {
             let (scheme, value) = item
-                .trim()
+                .trim_ascii()
                 .split_once('=')
                 .ok_or(SignatureError::Malformed)?;
             match scheme {
