@@ -5,6 +5,7 @@ use std::{
 };
 
 use async_trait::async_trait;
+use foldhash::fast::RandomState;
 use moka::{Expiry, sync::Cache};
 
 use super::{Claim, ClaimToken, IdempotencyStore, StoreError};
@@ -55,7 +56,9 @@ use key::EventKey;
 /// [moka]: https://docs.rs/moka
 #[derive(Debug)]
 pub struct MokaStore {
-    completed: Cache<EventKey, Completed>,
+    // Ids are hashed with foldhash, seeded per process, instead of SipHash: they come from
+    // bodies whose signature was verified, so only the provider chooses them.
+    completed: Cache<EventKey, Completed, RandomState>,
     in_flight: Mutex<InFlight>,
 }
 
@@ -89,7 +92,7 @@ impl Completed {
 /// The in-flight claims, each until its lease runs out.
 #[derive(Debug, Default)]
 struct InFlight {
-    claims: HashMap<EventKey, Lease>,
+    claims: HashMap<EventKey, Lease, RandomState>,
     /// When `claims` grows past this, expired claims are swept out.
     sweep_at: usize,
 }
@@ -160,9 +163,9 @@ impl MokaStore {
             completed: Cache::builder()
                 .max_capacity(capacity)
                 .expire_after(RetentionExpiry)
-                .build(),
+                .build_with_hasher(RandomState::default()),
             in_flight: Mutex::new(InFlight {
-                claims: HashMap::new(),
+                claims: HashMap::default(),
                 sweep_at: MIN_SWEEP,
             }),
         }
