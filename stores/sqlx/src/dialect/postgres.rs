@@ -289,10 +289,10 @@ impl SqlStore<Postgres> {
             .acquire_timeout(Self::ACQUIRE_TIMEOUT)
             // sqlx's default (`test_before_acquire`) pings every connection it takes from the
             // idle queue: one more round trip before each statement, which under load cost the
-            // store about a fifth of its throughput (BENCHMARKS.md, section 5). A connection in
-            // steady use has just answered its previous statement; one that sat idle may have
-            // been dropped by the server or a proxy meanwhile, so it is still checked (and
-            // replaced when dead), as before.
+            // store 7 % to 24 % of its requests/s over HTTP (BENCHMARKS.md, section 5). A
+            // connection in steady use has just answered its previous statement; one that sat
+            // idle may have been dropped by the server or a proxy meanwhile, so it is still
+            // checked (and replaced when dead), as before.
             .test_before_acquire(false)
             .before_acquire(|connection, metadata| {
                 Box::pin(async move {
