@@ -47,7 +47,9 @@ impl ClaimToken {
     }
 
     /// The token's sequence number: what tells apart the tokens of this process (they all
-    /// share its process part). Enough for an in-process store to tell owners apart.
+    /// share its process part). Enough for an in-process store to tell owners apart, because
+    /// [`generate`](Self::generate) is the only way to make a token: `MokaStore` keeps only
+    /// this, so a way to build a token from elsewhere would have to change it too.
     pub(crate) fn sequence(self) -> u64 {
         self.sequence
     }
