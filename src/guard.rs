@@ -3,7 +3,7 @@
 
 use std::{
     future::{Future, poll_fn},
-    pin::pin,
+    pin::{Pin, pin},
     sync::Arc,
     task::Poll,
     time::Duration,
@@ -275,7 +275,7 @@ impl Owned {
 async fn renewing<F: Future>(claim: &Owned, limit: Duration, work: F) -> F::Output {
     let mut work = pin!(work);
     // The handler is polled first: one that is ready at once never starts the renewals.
-    if let Poll::Ready(output) = poll_fn(|cx| Poll::Ready(work.as_mut().poll(cx))).await {
+    if let Poll::Ready(output) = poll_once(work.as_mut()).await {
         return output;
     }
     let mut renewals = pin!(renew_periodically(claim, limit));
@@ -338,10 +338,15 @@ async fn timed<T>(
     operation: impl Future<Output = Result<T, StoreError>>,
 ) -> Result<T, StoreError> {
     let mut operation = pin!(operation);
-    if let Poll::Ready(output) = poll_fn(|cx| Poll::Ready(operation.as_mut().poll(cx))).await {
+    if let Poll::Ready(output) = poll_once(operation.as_mut()).await {
         return output;
     }
     timeout(limit, operation)
         .await
         .unwrap_or(Err(StoreError::Timeout(limit)))
+}
+
+/// Polls `future` once, in the caller's task: its output if it is ready at once.
+async fn poll_once<F: Future>(mut future: Pin<&mut F>) -> Poll<F::Output> {
+    poll_fn(|cx| Poll::Ready(future.as_mut().poll(cx))).await
 }

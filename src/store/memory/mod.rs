@@ -131,11 +131,16 @@ impl InFlight {
         self.claims.get(event_id).filter(|lease| lease.until > now)
     }
 
-    fn insert(&mut self, event_id: EventKey, lease: Lease, now: Instant) {
+    /// Gives `event_id` to `token` for `lease` from `now`.
+    fn grant(&mut self, event_id: EventKey, token: &ClaimToken, lease: Duration, now: Instant) {
         if self.claims.len() >= self.sweep_at {
             self.claims.retain(|_, lease| lease.until > now);
             self.sweep_at = (self.claims.len() * 2).max(MIN_SWEEP);
         }
+        let lease = Lease {
+            token: *token,
+            until: now + lease,
+        };
         self.claims.insert(event_id, lease);
     }
 }
@@ -214,15 +219,7 @@ impl IdempotencyStore for MokaStore {
         if self.completed.contains_key(&event_id) {
             return Ok(Claim::Completed);
         }
-        let until = now + lease;
-        in_flight.insert(
-            event_id,
-            Lease {
-                token: *token,
-                until,
-            },
-            now,
-        );
+        in_flight.grant(event_id, token, lease, now);
         Ok(Claim::Acquired)
     }
 
@@ -247,15 +244,7 @@ impl IdempotencyStore for MokaStore {
         if let Some(completed) = self.completed.get(&event_id) {
             return Ok(completed.by(token));
         }
-        let until = now + lease;
-        in_flight.insert(
-            event_id,
-            Lease {
-                token: *token,
-                until,
-            },
-            now,
-        );
+        in_flight.grant(event_id, token, lease, now);
         Ok(true)
     }
 
