@@ -192,20 +192,8 @@ fn layer(c: &mut Criterion) {
     let sample = delivery(&secret, "evt_bench_baseline");
     let body = sample.body_bytes().clone();
     let header = secret.sign(fixtures::NOW, &body);
-    let (timestamp, v1) = header
-        .strip_prefix("t=")
-        .and_then(|rest| rest.split_once(",v1="))
-        .expect("t=…,v1=…");
-    let mut tag = [0u8; 32];
-    base16ct::lower::decode(v1, &mut tag).expect("hex");
-    let key = fixtures::SECRET.as_bytes();
-    let hmac_ok = |body: &[u8]| {
-        let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("any key length");
-        mac.update(timestamp.as_bytes());
-        mac.update(b".");
-        mac.update(body);
-        mac.verify_slice(&tag).is_ok()
-    };
+    let (timestamp, tag) = timestamp_and_tag(&header);
+    let hmac_ok = |body: &[u8]| hmac_matches(timestamp, &tag, body);
     assert!(hmac_ok(&body));
 
     group.bench_function("unavoidable_work", |b| {
@@ -310,12 +298,7 @@ fn interleaved_check(profile: Option<(String, usize)>) {
         fixtures::NOW,
     );
     let header = secret.sign(fixtures::NOW, duplicate.body_bytes());
-    let (timestamp, v1) = header
-        .strip_prefix("t=")
-        .and_then(|rest| rest.split_once(",v1="))
-        .expect("t=…,v1=…");
-    let mut tag = [0u8; 32];
-    base16ct::lower::decode(v1, &mut tag).expect("hex");
+    let (timestamp, tag) = timestamp_and_tag(&header);
 
     let mut cases = [
         Case {
@@ -333,12 +316,7 @@ fn interleaved_check(profile: Option<(String, usize)>) {
             run: Box::new(|requests| {
                 let body = duplicate.body_bytes();
                 for _ in requests {
-                    let mut mac = Hmac::<Sha256>::new_from_slice(fixtures::SECRET.as_bytes())
-                        .expect("any key length");
-                    mac.update(timestamp.as_bytes());
-                    mac.update(b".");
-                    mac.update(black_box(body));
-                    assert!(mac.verify_slice(&tag).is_ok());
+                    assert!(hmac_matches(timestamp, &tag, black_box(body)));
                     let needed: Needed<'_> = serde_json::from_slice(body).expect("an event");
                     black_box((needed.id, needed.event_type));
                 }
@@ -439,6 +417,26 @@ fn interleaved_check(profile: Option<(String, usize)>) {
     }
 }
 
+/// The timestamp and the decoded `v1` of a `t=…,v1=…` header (one `v1`).
+fn timestamp_and_tag(header: &str) -> (&str, [u8; 32]) {
+    let (timestamp, v1) = header
+        .strip_prefix("t=")
+        .and_then(|rest| rest.split_once(",v1="))
+        .expect("t=…,v1=…");
+    let mut tag = [0u8; 32];
+    base16ct::lower::decode(v1, &mut tag).expect("hex");
+    (timestamp, tag)
+}
+
+/// Raw HMAC-SHA256 of `"<timestamp>." + body`, keyed per call, compared with `tag`.
+fn hmac_matches(timestamp: &str, tag: &[u8; 32], body: &[u8]) -> bool {
+    let mut mac = Hmac::<Sha256>::new_from_slice(fixtures::SECRET.as_bytes()).expect("any key");
+    mac.update(timestamp.as_bytes());
+    mac.update(b".");
+    mac.update(body);
+    mac.verify_slice(tag).is_ok()
+}
+
 /// What a receiver written by hand does with each delivery, and no more: reads the signature
 /// header, decodes its `v1`, computes the HMAC of `"<t>." + body` (keyed per call) and compares
 /// it, and parses `id` and `type`. The request is dropped here, as the layer drops it.
@@ -450,17 +448,8 @@ fn by_hand(request: Request<Full<Bytes>>) -> (usize, usize) {
         .get(&sangho_webhook::SIGNATURE_HEADER)
         .and_then(|value| value.to_str().ok())
         .expect("a signature header");
-    let (timestamp, v1) = header
-        .strip_prefix("t=")
-        .and_then(|rest| rest.split_once(",v1="))
-        .expect("t=…,v1=…");
-    let mut tag = [0u8; 32];
-    base16ct::lower::decode(v1, &mut tag).expect("hex");
-    let mut mac = Hmac::<Sha256>::new_from_slice(fixtures::SECRET.as_bytes()).expect("any key");
-    mac.update(timestamp.as_bytes());
-    mac.update(b".");
-    mac.update(&body);
-    assert!(mac.verify_slice(&tag).is_ok());
+    let (timestamp, tag) = timestamp_and_tag(header);
+    assert!(hmac_matches(timestamp, &tag, &body));
     let needed: Needed<'_> = serde_json::from_slice(&body).expect("an event");
     (needed.id.len(), needed.event_type.len())
 }
