@@ -118,3 +118,51 @@ fn the_layer_debug_output_hides_the_secret() {
     let shown = format!("{layer:?}");
     assert!(!shown.contains("do_not_print_me"), "{shown}");
 }
+
+#[test]
+fn no_limit_is_refused_where_one_delivery_could_hold_its_event_past_the_redelivery_window() {
+    let max = Duration::MAX;
+    assert_eq!(
+        builder().with_lease(max).build().unwrap_err(),
+        ConfigError::LeaseTooLong(max)
+    );
+    assert_eq!(
+        builder().with_max_processing_time(max).build().unwrap_err(),
+        ConfigError::MaxProcessingTimeTooLong(max)
+    );
+    assert_eq!(
+        builder().with_completion_retry(max).build().unwrap_err(),
+        ConfigError::CompletionRetryTooLong(max)
+    );
+}
+
+#[test]
+fn the_upper_bounds_themselves_are_accepted() {
+    let layer = builder()
+        .with_lease(SanghoWebhookLayer::MAX_LEASE)
+        .with_max_processing_time(SanghoWebhookLayer::MAX_PROCESSING_TIME)
+        .with_completion_retry(SanghoWebhookLayer::MAX_COMPLETION_RETRY)
+        .build();
+    assert!(layer.is_ok());
+}
+
+#[test]
+fn a_one_second_lease_with_the_default_store_timeout_is_valid() {
+    // Each renewal is given what remains of the lease, not the whole store timeout.
+    assert!(builder().with_lease(Duration::from_secs(1)).build().is_ok());
+}
+
+#[test]
+fn a_lease_not_shorter_than_the_retention_is_refused() {
+    let (lease, retention) = (Duration::from_secs(60), Duration::from_secs(60));
+    let refused = builder()
+        .with_lease(lease)
+        .with_retention(retention)
+        .with_short_retention_allowed(true)
+        .build()
+        .unwrap_err();
+    assert_eq!(
+        refused,
+        ConfigError::LeaseNotUnderRetention { lease, retention }
+    );
+}
