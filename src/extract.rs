@@ -24,7 +24,7 @@ use crate::SanghoEvent;
 /// }
 ///
 /// let layer = SanghoWebhookLayer::new(Secret::new("whsec_x").unwrap(), MokaStore::new());
-/// let app: Router = Router::new().route("/webhooks/sangho", post(handle).layer(layer));
+/// let app: Router = Router::new().route("/webhooks/sangho", post(handle)).route_layer(layer);
 /// # let _ = app;
 /// ```
 impl<S: Send + Sync> FromRequestParts<S> for SanghoEvent {
@@ -60,7 +60,7 @@ impl<S: Send + Sync> FromRequestParts<S> for SanghoEvent {
 /// }
 ///
 /// let layer = SanghoWebhookLayer::new(Secret::new("whsec_x").unwrap(), MokaStore::new());
-/// let app: Router = Router::new().route("/webhooks/sangho", post(paid).layer(layer));
+/// let app: Router = Router::new().route("/webhooks/sangho", post(paid)).route_layer(layer);
 /// # let _ = app;
 /// ```
 #[derive(Debug, Clone)]

@@ -38,7 +38,7 @@ pub(crate) type Clock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
 ///     .build()?;
 ///
 /// let app: Router = Router::new()
-///     .route("/webhooks/sangho", post(|| async { "ok" }).layer(webhooks));
+///     .route("/webhooks/sangho", post(|| async { "ok" })).route_layer(webhooks);
 /// # let _ = app;
 /// # Ok(())
 /// # }

@@ -16,11 +16,29 @@
 //!    handler, an event being processed by another delivery is answered 409 with
 //!    `Retry-After`, and a store failure 503 with `Retry-After` (fail closed: the provider
 //!    retries);
-//! 7. the handler is called with the body unchanged, while the claim is renewed every third of
-//!    the lease;
+//! 7. the handler is called with the body unchanged, in a task of its own, while the claim
+//!    is renewed every third of the lease from another task;
 //! 8. a 2xx answer completes the event (retried in the background if the store fails);
-//!    anything else (an error, a panic, a dropped connection) releases it, so that the next
-//!    delivery processes it.
+//!    anything else (an error, a non-2xx, a panic, answered 500) releases it, so that the
+//!    next delivery processes it.
+//!
+//! # The handler finishes what it started
+//!
+//! The handler's run does not depend on the provider's connection. When the provider hangs up
+//! (its own timeout), the handler runs to its end, its claim still renewed, and its answer
+//! completes or releases the event as usual; a redelivery meanwhile gets 409, one after it a
+//! duplicate. Cancelling a handler partway through its work is what makes a payment run twice,
+//! and the provider's hang-up says nothing about the event, so the layer never does it. A
+//! handler that must not outlive its caller has no place behind this layer: do the work that
+//! needs the caller elsewhere, and keep the handler to what must happen once per event.
+//!
+//! The renewals run in another task than the handler's, so on a multi-threaded runtime a
+//! handler that blocks its thread (a synchronous client, CPU work) is still renewed. On a
+//! current-thread runtime they share the one thread: keep blocking work in
+//! `tokio::task::spawn_blocking` there.
+//!
+//! At shutdown, [`SanghoWebhookLayer::drain`] waits for the handlers still running and the
+//! settlements still owed (completion retries, releases), up to a deadline.
 //!
 //! ```
 //! use axum::{Json, Router, routing::post};
@@ -38,7 +56,7 @@
 //! let secret = Secret::new(std::env::var("SANGHO_WEBHOOK_SECRET").unwrap_or("whsec_dev".into()))?;
 //! let webhooks = SanghoWebhookLayer::new(secret, MokaStore::new());
 //! // On the webhook route only: other routes and unknown paths are left alone.
-//! let app: Router = Router::new().route("/webhooks/sangho", post(handle).layer(webhooks));
+//! let app: Router = Router::new().route("/webhooks/sangho", post(handle)).route_layer(webhooks);
 //! # let _ = app;
 //! // axum::serve(tokio::net::TcpListener::bind("127.0.0.1:3000").await?, app).await?;
 //! # Ok(())
@@ -65,8 +83,27 @@
 //! - A completion that fails is retried in the background for 5 minutes by default, the claim
 //!   still renewed (redeliveries get 409 meanwhile). If it still fails, the handler already
 //!   ran: the event may be processed again on redelivery, which is logged at `error`.
-//! - Settings that cannot work are refused when the layer is built ([`ConfigError`]).
+//! - Settings that cannot work are refused when the layer is built ([`ConfigError`]), and so
+//!   are settings that would let one delivery hold its event past the provider's 48 hours:
+//!   the lease is at most 1 h, the maximum processing time 12 h, the completion retries 1 h.
+//!   Every other duration is honoured, however long.
+//! - A claim that the store answers late is finished in the background and released only then,
+//!   and a renewal under way when the handler answers lands before the settlement: neither
+//!   can re-create a claim after its own release.
 //! - The store calls run on tokio's timer: the layer needs a tokio runtime with time enabled.
+//!
+//! # The windows that remain
+//!
+//! What can still process an event twice, each with its mitigation (RELIABILITY.md has the
+//! whole table): a handler past the maximum processing time; a store outage longer than the
+//! lease while a handler runs (the first renewal after it records a fresh lease, within a
+//! second); a store slower than the lease; a forward step of the store's clock (the database
+//! server's for PostgreSQL and MariaDB, the application host's for SQLite, the Redis host's):
+//! run NTP with slewing; a failover to an asynchronous PostgreSQL standby or MariaDB replica,
+//! which can miss the last claims and completions (use `synchronous_standby_names` with
+//! `synchronous_commit = on`, or MariaDB's semi-synchronous replication); a process killed
+//! between the handler's effects and the completion (use the SQL stores' `complete_in`); and a
+//! shutdown that does not [`drain`](SanghoWebhookLayer::drain).
 //!
 //! # Deployment caveat
 //!

@@ -15,7 +15,7 @@
 //! let store = RedisStore::connect("redis://127.0.0.1:6379").await?;
 //! let secret = Secret::new(std::env::var("SANGHO_WEBHOOK_SECRET")?)?;
 //! let webhooks = SanghoWebhookLayer::new(secret, store);
-//! let app: Router = Router::new().route("/webhooks/sangho", post(|| async { "ok" }).layer(webhooks));
+//! let app: Router = Router::new().route("/webhooks/sangho", post(|| async { "ok" })).route_layer(webhooks);
 //! # let _ = app;
 //! # Ok(())
 //! # }

@@ -43,8 +43,11 @@ use crate::{
 ///   ran out, when nobody took the event over.
 /// - **release**: a `DELETE` of the token's live claim.
 ///
-/// Every time is the database's clock, read once per statement: the clocks of the servers
-/// play no part.
+/// Every time is the database's clock, read once per statement: on PostgreSQL and MariaDB the
+/// database server's, so the application hosts' clocks play no part; on SQLite, the clock of
+/// the host running the application (SQLite runs in its process). A forward step of that
+/// clock expires live claims at once: run NTP with slewing, never stepping a running host's
+/// clock.
 pub struct SqlStore<D: Dialect> {
     pool: Pool<D::Database>,
     table: TableName,
