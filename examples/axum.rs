@@ -25,9 +25,12 @@
 //! `payment_intent.succeeded` event is recorded in a `payments` table (one row per event id,
 //! created at start) **in one transaction with the event's completion**
 //! (`SqlStore::complete_in`): a crash after the commit leaves the payment and the completed
-//! event together, so the provider's redelivery is a duplicate, never a second payment. The webhook layer is on the webhook route only: the other routes
-//! (and unknown paths, 404) are untouched. Ctrl-C stops it gracefully: in-flight deliveries
-//! finish first. A setting that cannot work (a secret with a trailing newline, say) stops it at
+//! event together, so the provider's redelivery is a duplicate, never a second payment.
+//!
+//! The webhook layer is on the webhook route's `POST` only (`route_layer`): another method on it
+//! answers 405 and an unknown path 404, without the layer reading anything.
+//!
+//! Ctrl-C stops it gracefully: in-flight deliveries finish first. A setting that cannot work (a secret with a trailing newline, say) stops it at
 //! start with the reason.
 
 use std::{error::Error, net::SocketAddr, process::ExitCode, time::Duration};
@@ -228,15 +231,18 @@ async fn handle(
     Ok(Json(json!({ "received": true })))
 }
 
-/// The app: the webhook route with the layer on it alone, and a health check beside it.
+/// The app: the webhook route with the layer on its `POST` alone, and a health check beside it.
 pub fn app(webhooks: SanghoWebhookLayer) -> Router {
     app_with_payments(webhooks, None)
 }
 
 /// [`app`], whose handler records payments in `payments` (the database of the layer's SQL
 /// store) with each event's completion.
+///
+/// `route_layer` puts the layer behind the method check: a `GET` on the webhook route answers
+/// 405 (with `Allow: POST`), not a signature refusal.
 pub fn app_with_payments(webhooks: SanghoWebhookLayer, payments: Option<Payments>) -> Router {
-    let route = post(handle).layer(webhooks);
+    let route = post(handle).route_layer(webhooks);
     let route = match payments {
         Some(payments) => route.layer(Extension(payments)),
         None => route,

@@ -9,8 +9,8 @@ mod example;
 
 mod common;
 
-use common::{TYPE, layer, secret};
-use http::{Request, StatusCode};
+use common::{SpyStore, TYPE, layer, secret};
+use http::{Request, StatusCode, header};
 use http_body_util::Full;
 use sangho_webhook::{
     signature::Secret,
@@ -35,6 +35,27 @@ async fn an_unknown_path_answers_404() {
         send(&app, get("/nowhere")).await.status,
         StatusCode::NOT_FOUND
     );
+}
+
+#[tokio::test]
+async fn a_get_on_the_webhook_route_answers_405_without_the_layer() {
+    let store = SpyStore::default();
+    let app = example::app(layer(store.clone()));
+
+    let answer = send(&app, get("/webhooks/sangho")).await;
+    assert_eq!(answer.status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(answer.headers[header::ALLOW], "POST");
+
+    // Signed, so that only the method is wrong: the layer does not even claim it.
+    let mut signed = Delivery::event("evt_axum_get", TYPE)
+        .signed(&secret(), fixtures::NOW)
+        .into_request();
+    *signed.method_mut() = http::Method::GET;
+    assert_eq!(
+        send(&app, signed).await.status,
+        StatusCode::METHOD_NOT_ALLOWED
+    );
+    assert_eq!(store.operations(), 0, "the layer never saw either request");
 }
 
 #[tokio::test]

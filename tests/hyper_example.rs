@@ -115,10 +115,9 @@ async fn bad_deliveries_and_other_routes_are_refused() {
 
     let mut get = signed("evt_hyper_2").into_request();
     *get.method_mut() = Method::GET;
-    assert_eq!(
-        send(server.addr, get).await.0,
-        StatusCode::METHOD_NOT_ALLOWED
-    );
+    let (status, body) = send(server.addr, get).await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(body, r#"{"error":"method_not_allowed"}"#);
 
     assert_eq!(handler.calls(), 0);
     server.stop().await;

@@ -48,6 +48,16 @@ async fn scrape(app: &Router) -> String {
     String::from_utf8(answer.body.to_vec()).unwrap()
 }
 
+/// Every sample of the deliveries counter: its labels and its value.
+fn samples(metrics: &str) -> Vec<(String, u64)> {
+    metrics
+        .lines()
+        .filter_map(|line| line.strip_prefix(example::DELIVERIES))
+        .filter_map(|line| line.rsplit_once(' '))
+        .map(|(labels, value)| (labels.to_owned(), value.parse().unwrap()))
+        .collect()
+}
+
 /// The value of the sample with exactly these labels, if there is one.
 fn sample(metrics: &str, labels: &str) -> Option<u64> {
     let prefix = format!("{}{{{labels}}} ", example::DELIVERIES);
@@ -203,4 +213,21 @@ async fn other_routes_are_not_counted_and_metrics_are_served_as_prometheus_text(
         )],
         "only the delivery is counted"
     );
+}
+
+#[tokio::test]
+async fn a_get_on_the_webhook_route_answers_405_and_is_not_counted() {
+    let recorder = recorder();
+    let _recording = metrics::set_default_local_recorder(&recorder);
+    let app = app(Arc::new(MokaStore::new()), &recorder);
+
+    let get = Request::get("/webhooks/sangho")
+        .body(Full::default())
+        .unwrap();
+    let answer = send(&app, get).await;
+    assert_eq!(answer.status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(answer.headers[header::ALLOW], "POST");
+
+    let metrics = scrape(&app).await;
+    assert_eq!(samples(&metrics), [], "{metrics}");
 }
