@@ -30,10 +30,11 @@
 //! The webhook layer is on the webhook route's `POST` only (`route_layer`): another method on it
 //! answers 405 and an unknown path 404, without the layer reading anything.
 //!
-//! Ctrl-C stops it gracefully: in-flight deliveries finish first. A setting that cannot work (a secret with a trailing newline, say) stops it at
-//! start with the reason.
+//! SIGTERM (`docker stop`, Kubernetes, systemd) or Ctrl-C stops it gracefully: it stops
+//! accepting, lets the requests in progress finish, and exits 0. A setting that cannot work (a
+//! secret with a trailing newline, say) stops it at start with the reason.
 
-use std::{error::Error, net::SocketAddr, process::ExitCode, time::Duration};
+use std::{error::Error, future::Future, net::SocketAddr, process::ExitCode, time::Duration};
 
 use axum::{
     Extension, Json, Router,
@@ -45,6 +46,10 @@ use sangho_webhook_redis::RedisStore;
 use sangho_webhook_sqlx::{CompleteInError, PostgresStore, PurgeTask, SqliteStore, sqlx};
 use serde_json::{Value, json};
 use tracing_subscriber::EnvFilter;
+
+#[path = "support/shutdown.rs"]
+mod shutdown;
+pub use shutdown::shutdown_signal;
 
 /// The development secret used when `SANGHO_WEBHOOK_SECRET` is unset. Never use it in
 /// production: anybody who reads this file can sign events for it.
@@ -252,10 +257,12 @@ pub fn app_with_payments(webhooks: SanghoWebhookLayer, payments: Option<Payments
         .route("/health", get(|| async { "ok" }))
 }
 
+/// Serves until SIGTERM or Ctrl-C; exits 0 once every delivery in progress has finished.
+/// (Public so that the example's tests can run it as a process of its own.)
 #[tokio::main]
-async fn main() -> ExitCode {
+pub async fn main() -> ExitCode {
     match run().await {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(status) => status,
         Err(error) => {
             eprintln!("error: {error}");
             ExitCode::FAILURE
@@ -263,14 +270,20 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn run() -> Result<(), Box<dyn Error>> {
+async fn run() -> Result<ExitCode, Box<dyn Error>> {
     tracing_subscriber::fmt()
         .with_env_filter(log_filter())
         .init();
     let config = Config::from_env()?;
-    let webhooks = webhooks(config.secret.clone(), &config.store_url).await?;
-    let app = app_with_payments(webhooks.layer, webhooks.payments);
-    serve(app, &config, webhooks.purge).await
+    // Listening from the start: a SIGTERM while the store connects is a graceful stop too.
+    let shutdown = shutdown_signal()?;
+    let Webhooks {
+        layer,
+        purge,
+        payments,
+    } = webhooks(config.secret.clone(), &config.store_url).await?;
+    serve(app_with_payments(layer, payments), &config, shutdown).await?;
+    Ok(finish(purge).await)
 }
 
 /// `RUST_LOG`, or `info` with the layer's `debug` events.
@@ -316,27 +329,29 @@ impl Config {
     }
 }
 
-/// Serves `app` at the configured address until Ctrl-C, letting deliveries in progress finish,
-/// then stops the purge task.
+/// Serves `app` at the configured address until `shutdown` completes (see
+/// [`shutdown_signal`]), then stops accepting and lets the requests in progress finish.
 pub async fn serve(
     app: Router,
     config: &Config,
-    purge: Option<PurgeTask>,
-) -> Result<(), Box<dyn Error>> {
-    let address = config.address;
-    let listener = tokio::net::TcpListener::bind(address).await?;
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let listener = tokio::net::TcpListener::bind(config.address).await?;
+    let address = listener.local_addr()?;
     let store = redacted(&config.store_url);
     tracing::info!(%address, %store, "listening on POST /webhooks/sangho");
     axum::serve(listener, app)
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-            tracing::info!("shutting down");
-        })
-        .await?;
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// Once the server has stopped: stops the purge task, and answers the exit status.
+pub async fn finish(purge: Option<PurgeTask>) -> ExitCode {
     if let Some(purge) = purge {
         purge.stop().await;
     }
-    Ok(())
+    tracing::info!("stopped");
+    ExitCode::SUCCESS
 }
 
 /// The URL without its password, for the log.

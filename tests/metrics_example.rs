@@ -11,6 +11,7 @@
 mod example;
 
 mod common;
+mod example_process;
 
 use std::{sync::Arc, time::Duration};
 
@@ -25,6 +26,13 @@ use sangho_webhook::{
     testing::{Delivery, fixtures, send},
 };
 use tracing_subscriber::prelude::*;
+
+/// The example's process (see `example_process`): runs its `main`.
+#[test]
+#[ignore = "the example's process, started by the tests that need one"]
+fn example_process() {
+    example_process::run_if_child(example::main);
+}
 
 fn recorder() -> PrometheusRecorder {
     PrometheusBuilder::new().build_recorder()
@@ -230,4 +238,16 @@ async fn a_get_on_the_webhook_route_answers_405_and_is_not_counted() {
 
     let metrics = scrape(&app).await;
     assert_eq!(samples(&metrics), [], "{metrics}");
+}
+
+#[tokio::test]
+async fn sigterm_stops_the_example_with_exit_status_0() {
+    let mut example = example_process::ExampleProcess::start(&[("SANGHO_STORE_URL", "memory:")]);
+    example.wait_listening().await;
+    example.signal("TERM");
+    let status = example.wait(Duration::from_secs(10)).await;
+    let output = example.output();
+    assert_eq!(status.code(), Some(0), "{status}: {output}");
+    assert!(output.contains("SIGTERM: shutting down"), "{output}");
+    assert!(output.contains("stopped"), "{output}");
 }

@@ -18,6 +18,10 @@ use sangho_webhook::{SanghoEvent, SanghoWebhookLayer};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
+#[path = "../../support/shutdown.rs"]
+mod shutdown;
+pub use shutdown::shutdown_signal;
+
 /// The code generated from `proto/event_log.proto`.
 #[allow(missing_docs)]
 pub mod proto {
@@ -100,7 +104,8 @@ pub fn app(layer: SanghoWebhookLayer, log: EventLog) -> Router {
 }
 
 /// Serves `app` on `listener` (HTTP/1 for the webhooks, HTTP/2 for gRPC, detected per
-/// connection) until `shutdown` completes, then lets open requests finish.
+/// connection) until `shutdown` completes (see [`shutdown_signal`]), then stops accepting and
+/// lets the requests in progress, webhook deliveries and gRPC calls alike, finish.
 pub async fn serve(
     listener: TcpListener,
     app: Router,
