@@ -32,7 +32,8 @@
 //!
 //! SIGTERM (`docker stop`, Kubernetes, systemd) or Ctrl-C stops it gracefully: it stops
 //! accepting, lets the requests in progress finish, and exits 0. A setting that cannot work (a
-//! secret with a trailing newline, say) stops it at start with the reason.
+//! secret with a trailing newline, say) stops it at start with the reason. The log shows the
+//! store's scheme, host, port and path, never its user name, password or query.
 
 use std::{error::Error, future::Future, net::SocketAddr, process::ExitCode, time::Duration};
 
@@ -81,6 +82,7 @@ pub struct Webhooks {
 /// Builds the layer over the store `url` names; with a SQL store, migrates it and the
 /// payments table, and starts the purge task.
 pub async fn webhooks(secret: Secret, url: &str) -> Result<Webhooks, Box<dyn Error>> {
+    tracing::info!(store = %loggable_url(url), "opening the idempotency store");
     let retention = SanghoWebhookLayer::DEFAULT_RETENTION;
     let (layer, purge, payments) = if url.starts_with("sqlite:") {
         let store = SqliteStore::connect(url).await?;
@@ -114,7 +116,8 @@ pub async fn webhooks(secret: Secret, url: &str) -> Result<Webhooks, Box<dyn Err
         )
     } else {
         return Err(format!(
-            "unsupported SANGHO_STORE_URL {url:?}: use sqlite://, postgres://, redis:// or memory:"
+            "unsupported SANGHO_STORE_URL {:?}: use sqlite://, postgres://, redis:// or memory:",
+            loggable_url(url)
         )
         .into());
     };
@@ -338,7 +341,7 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let listener = tokio::net::TcpListener::bind(config.address).await?;
     let address = listener.local_addr()?;
-    let store = redacted(&config.store_url);
+    let store = loggable_url(&config.store_url);
     tracing::info!(%address, %store, "listening on POST /webhooks/sangho");
     axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
@@ -354,12 +357,32 @@ pub async fn finish(purge: Option<PurgeTask>) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// The URL without its password, for the log.
-fn redacted(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            format!("{}://…@{}", &url[..scheme], &url[at + 1..])
-        }
-        _ => url.to_owned(),
+/// The store URL as the log shows it: its scheme, host, port and path. The user name and
+/// password (`user:password@`), the query (`?user=…&password=…`, `?sslpassword=…`) and the
+/// fragment are left out, so that the log never holds a credential. A URL whose parts cannot
+/// be told apart (an `@` after a `?` or `#`) shows its scheme only.
+pub fn loggable_url(url: &str) -> String {
+    let (scheme, rest) = match url.split_once("://") {
+        Some(parts) => parts,
+        None => match url.split_once(':') {
+            // `memory:`, `sqlite:file.db`: no authority to hide a password in.
+            Some((_, rest)) if !rest.contains(['@', '?', '#']) => return url.to_owned(),
+            Some((scheme, _)) => return format!("{scheme}:…"),
+            None => return "…".to_owned(),
+        },
+    };
+    let (before_query, query) = match rest.find(['?', '#']) {
+        Some(at) => rest.split_at(at),
+        None => (rest, ""),
+    };
+    if query.contains('@') {
+        // A password with an unencoded `?` or `#`, or an `@` in the query: where the password
+        // ends is a guess, so nothing after the scheme is shown.
+        return format!("{scheme}://…");
     }
+    let host_and_path = match before_query.rfind('@') {
+        Some(at) => &before_query[at + 1..],
+        None => before_query,
+    };
+    format!("{scheme}://{host_and_path}")
 }

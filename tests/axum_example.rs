@@ -136,6 +136,81 @@ async fn the_sqlite_mode_records_the_payment_with_the_completion() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+#[test]
+fn the_logged_store_url_holds_no_credential() {
+    for (url, logged) in [
+        (
+            "postgres://db.internal/shop?user=shop&password=secret",
+            "postgres://db.internal/shop",
+        ),
+        (
+            "postgres://db.internal/shop?password=secret",
+            "postgres://db.internal/shop",
+        ),
+        (
+            "postgres://shop:secret@db.internal:5432/shop",
+            "postgres://db.internal:5432/shop",
+        ),
+        (
+            "postgresql://shop:secret@db.internal/shop?sslmode=require&password=secret#x",
+            "postgresql://db.internal/shop",
+        ),
+        (
+            "redis://:secret@127.0.0.1:6379/0",
+            "redis://127.0.0.1:6379/0",
+        ),
+        // Unencoded `@` in the password: the host is after the last one.
+        ("redis://u:se@cret@cache:6379", "redis://cache:6379"),
+        // Where the password ends cannot be told: the scheme only.
+        ("postgres://shop:se?cret@db.internal/shop", "postgres://…"),
+        (
+            "postgres://db.internal/shop?password=se@cret",
+            "postgres://…",
+        ),
+        ("sqlite://sangho-webhooks.db", "sqlite://sangho-webhooks.db"),
+        ("sqlite:shop.db?password=secret", "sqlite:…"),
+        ("memory:", "memory:"),
+    ] {
+        let shown = example::loggable_url(url);
+        for part in ["secret", "se", "cret"] {
+            assert!(!shown.contains(part), "{url} shows {part:?}: {shown}");
+        }
+        assert_eq!(shown, logged, "{url}");
+    }
+}
+
+/// A port nothing listens on.
+fn closed_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[tokio::test]
+async fn the_example_never_logs_the_store_password() {
+    let port = closed_port();
+    for url in [
+        format!("postgres://127.0.0.1:{port}/test?user=shop&password=secret"),
+        format!("postgres://127.0.0.1:{port}/test?password=secret"),
+        format!("postgres://shop:secret@127.0.0.1:{port}/test"),
+    ] {
+        let mut example = ExampleProcess::start(&[
+            ("SANGHO_STORE_URL", &url),
+            ("SANGHO_WEBHOOK_SECRET", fixtures::SECRET),
+        ]);
+        let status = example.wait(Duration::from_secs(60)).await;
+        let output = example.output();
+        assert_eq!(status.code(), Some(1), "the store is unreachable: {output}");
+        assert!(!output.contains("secret"), "{url}: {output}");
+        assert!(
+            output.contains(&format!("store=postgres://127.0.0.1:{port}/test")),
+            "the log shows where the store is: {output}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn sigterm_stops_the_example_with_exit_status_0() {
     let mut example = ExampleProcess::start(&[("SANGHO_STORE_URL", "memory:")]);
