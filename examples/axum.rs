@@ -182,8 +182,8 @@ impl Payments {
                 .bind(amount)
                 .execute(&mut *tx)
                 .await?;
-                store.complete_in(&mut *tx, event, retention).await?;
-                tx.commit().await?;
+                let completion = store.complete_in(&mut *tx, event, retention).await?;
+                completion.commit(tx).await?;
             }
             Self::Postgres(store) => {
                 let mut tx = store.pool().begin().await?;
@@ -195,8 +195,8 @@ impl Payments {
                 .bind(amount)
                 .execute(&mut *tx)
                 .await?;
-                store.complete_in(&mut *tx, event, retention).await?;
-                tx.commit().await?;
+                let completion = store.complete_in(&mut *tx, event, retention).await?;
+                completion.commit(tx).await?;
             }
         }
         Ok(())

@@ -20,11 +20,12 @@
 //! `in_flight`, `refused` (with its `reason`, the refusal's code), `store_unavailable`,
 //! `handler_failed`.
 //!
-//! Two endings have no response to carry an outcome: a delivery dropped before it was settled
-//! (the client went away, or the handler panicked) and a handler that returned an `Err` (not
-//! possible with axum handlers, whose errors are responses). The layer logs both at `warn`
-//! with a field `outcome` = `abandoned` / `handler_error`; [`UnansweredDeliveries`], a
-//! `tracing` layer, counts those events under the same metric.
+//! Two endings have no response to carry an outcome: a provider that hung up before the answer
+//! (its handler keeps running, and its answer settles the event) and a handler that returned an
+//! `Err` (not possible with axum handlers, whose errors are responses). The layer logs both at
+//! `warn` with a field `outcome` = `hung_up` / `handler_error`; [`UnansweredDeliveries`], a
+//! `tracing` layer, counts those events under the same metric. So every delivery is counted
+//! once, under one outcome.
 //!
 //! Why `metrics` and `metrics-exporter-prometheus` rather than OpenTelemetry: two small crates
 //! from one actively maintained repository with a stable facade (`counter!`), no collector or
@@ -97,7 +98,7 @@ fn render(metrics: &PrometheusHandle) -> impl IntoResponse + use<> {
     )
 }
 
-/// Counts the deliveries that ended without a response (`outcome` = `abandoned` or
+/// Counts the deliveries that ended without a response (`outcome` = `hung_up` or
 /// `handler_error` in the layer's `warn` events) under [`DELIVERIES`].
 pub struct UnansweredDeliveries;
 
@@ -129,7 +130,7 @@ impl Visit for OutcomeField {
     fn record_str(&mut self, field: &Field, value: &str) {
         if field.name() == "outcome" {
             self.0 = match value {
-                "abandoned" => Some("abandoned"),
+                "hung_up" => Some("hung_up"),
                 "handler_error" => Some("handler_error"),
                 _ => None,
             };

@@ -7,6 +7,7 @@ use std::{
     time::{Duration, SystemTime},
 };
 
+use tokio_util::task::TaskTracker;
 use tower_layer::Layer;
 
 use crate::{
@@ -44,7 +45,7 @@ pub(crate) type Clock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
 /// ```
 #[derive(Clone)]
 pub struct SanghoWebhookLayer {
-    config: Arc<Config>,
+    pub(crate) config: Arc<Config>,
 }
 
 /// Everything a [`SanghoWebhook`] needs, shared between its clones.
@@ -64,6 +65,9 @@ pub(crate) struct Config {
     pub(crate) rejection_response: RejectionResponse,
     pub(crate) clock: Clock,
     pub(crate) store: Arc<dyn IdempotencyStore>,
+    /// The handlers still running and the background settlements, for
+    /// [`SanghoWebhookLayer::drain`].
+    pub(crate) tasks: TaskTracker,
 }
 
 /// The provider redelivers an event for up to 48 hours.
@@ -89,6 +93,15 @@ impl SanghoWebhookLayer {
     pub const DEFAULT_COMPLETION_RETRY: Duration = Duration::from_secs(300);
     /// The default `Retry-After` on 409 and 503: 5 s.
     pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(5);
+    /// The longest lease accepted: 1 h. After a crash, the event waits for the lease before
+    /// a redelivery takes it over; an hour already costs much of the provider's 48 hours.
+    pub const MAX_LEASE: Duration = Duration::from_secs(3600);
+    /// The longest maximum processing time accepted: 12 h. With the longest lease and
+    /// completion retries, one delivery can hold its event for at most 14 h, well inside the
+    /// provider's 48-hour redelivery window.
+    pub const MAX_PROCESSING_TIME: Duration = Duration::from_secs(12 * 3600);
+    /// The longest completion-retry time accepted: 1 h.
+    pub const MAX_COMPLETION_RETRY: Duration = Duration::from_secs(3600);
 
     /// A layer with the default settings that accepts events signed with `secret` and
     /// remembers them in `store` (any [`IdempotencyStore`], including an
@@ -124,6 +137,7 @@ impl SanghoWebhookLayer {
                 rejection_response: Arc::new(Rejection::default_response),
                 clock: Arc::new(SystemTime::now),
                 store: Arc::new(store),
+                tasks: TaskTracker::new(),
             },
         }
     }
@@ -184,15 +198,17 @@ impl SanghoWebhookLayerBuilder {
         self
     }
 
-    /// Holds an in-flight claim for `lease` (at least 1 s), renewed every third of it while the
-    /// handler runs. After a crash, the event waits this long (answered 409) before the next
+    /// Holds an in-flight claim for `lease` (at least 1 s, at most 1 h, shorter than the
+    /// retention), renewed every third of it while the handler runs. Each renewal may take
+    /// what remains of the lease (the store timeout at most): keep the lease well above the
+    /// store's latency. After a crash, the event waits this long (answered 409) before the next
     /// delivery takes it over.
     pub fn with_lease(mut self, lease: Duration) -> Self {
         self.config.lease = lease;
         self
     }
 
-    /// Renews a handler's claim for at most `limit` (at least 1 s). A handler still running
+    /// Renews a handler's claim for at most `limit` (at least 1 s, at most 12 h). A handler still running
     /// after it is logged at `error`, and its claim is left to run out, so that a hung handler
     /// cannot hold its event until the provider gives up; a redelivery after that may process
     /// the event a second time.
@@ -223,8 +239,8 @@ impl SanghoWebhookLayerBuilder {
     }
 
     /// Retries a completion that failed for up to `limit`, with backoff, while the claim is
-    /// renewed, so that a store that comes back within it loses nothing. Zero disables the
-    /// retries: a failed completion is then logged at `error`, and the event may be processed
+    /// renewed, so that a store that comes back within it loses nothing (at most 1 h). Zero
+    /// disables the retries: a failed completion is then logged at `error`, and the event may be processed
     /// again on redelivery.
     pub fn with_completion_retry(mut self, limit: Duration) -> Self {
         self.config.completion_retry = limit;
@@ -319,9 +335,35 @@ impl SanghoWebhookLayerBuilder {
         {
             return Err(error(*value));
         }
+        let at_most = [
+            (
+                config.lease,
+                SanghoWebhookLayer::MAX_LEASE,
+                ConfigError::LeaseTooLong as fn(Duration) -> ConfigError,
+            ),
+            (
+                config.max_processing_time,
+                SanghoWebhookLayer::MAX_PROCESSING_TIME,
+                ConfigError::MaxProcessingTimeTooLong,
+            ),
+            (
+                config.completion_retry,
+                SanghoWebhookLayer::MAX_COMPLETION_RETRY,
+                ConfigError::CompletionRetryTooLong,
+            ),
+        ];
+        if let Some((value, _, error)) = at_most.iter().find(|(value, max, _)| value > max) {
+            return Err(error(*value));
+        }
         let short_retention = config.retention < REDELIVERY_WINDOW;
         if config.retention.is_zero() || (short_retention && !config.short_retention_allowed) {
             return Err(ConfigError::RetentionTooShort(config.retention));
+        }
+        if config.lease >= config.retention {
+            return Err(ConfigError::LeaseNotUnderRetention {
+                lease: config.lease,
+                retention: config.retention,
+            });
         }
         if config.max_body_size == 0 {
             return Err(ConfigError::EmptyBodyLimit);
@@ -356,6 +398,26 @@ pub enum ConfigError {
          shorter one explicitly with with_short_retention_allowed(true)"
     )]
     RetentionTooShort(Duration),
+    /// The lease is over [`SanghoWebhookLayer::MAX_LEASE`]: after a crash, its event would
+    /// wait that long for a redelivery to take it over.
+    #[error("the lease must be at most 1 h (got {0:?})")]
+    LeaseTooLong(Duration),
+    /// The maximum processing time is over [`SanghoWebhookLayer::MAX_PROCESSING_TIME`]: one
+    /// delivery could hold its event past the provider's redelivery window.
+    #[error("the maximum processing time must be at most 12 h (got {0:?})")]
+    MaxProcessingTimeTooLong(Duration),
+    /// The completion-retry time is over [`SanghoWebhookLayer::MAX_COMPLETION_RETRY`].
+    #[error("the completion-retry time must be at most 1 h (got {0:?})")]
+    CompletionRetryTooLong(Duration),
+    /// The lease is not shorter than the retention: a completed event would be forgotten
+    /// before an in-flight claim of it ran out.
+    #[error("the lease ({lease:?}) must be shorter than the retention ({retention:?})")]
+    LeaseNotUnderRetention {
+        /// The lease.
+        lease: Duration,
+        /// The retention.
+        retention: Duration,
+    },
     /// The body limit is zero: every delivery would be refused.
     #[error("the body limit must be at least 1 byte")]
     EmptyBodyLimit,

@@ -81,6 +81,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod body;
+mod drain;
 mod error_chain;
 pub mod event;
 #[cfg(feature = "axum")]
@@ -98,7 +99,8 @@ pub mod store;
 pub mod testing;
 
 pub use body::{ResponseBody, WebhookBody};
-pub use event::{DeliveryClaim, SanghoEvent};
+pub use drain::Drained;
+pub use event::{CompletionHold, DeliveryClaim, SanghoEvent};
 #[cfg(feature = "axum")]
 pub use extract::Event;
 pub use future::ResponseFuture;

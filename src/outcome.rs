@@ -8,9 +8,9 @@ use crate::RejectionKind;
 /// extensions, so that an outer layer (metrics, access logs) can count deliveries by outcome.
 ///
 /// Two endings have no response to carry it: a handler that returned an `Err` (the error
-/// passes through the layer), and a delivery that ended early (the client went away, or the
-/// handler panicked). Both are logged at `warn` with an `outcome` field, `handler_error` and
-/// `abandoned`: count them from the tracing events.
+/// passes through the layer), and a provider that hung up before the answer (the handler keeps
+/// running, and its answer settles the event as usual). Both are logged at `warn` with an
+/// `outcome` field, `handler_error` and `hung_up`: count them from the tracing events.
 ///
 /// ```
 /// use sangho_webhook::Outcome;
@@ -42,12 +42,14 @@ pub enum Outcome {
     StoreUnavailable,
     /// The handler answered, but not 2xx: the claim was released for the next delivery.
     HandlerFailed,
+    /// The handler panicked: answered 500, and the claim was released for the next delivery.
+    HandlerPanicked,
 }
 
 impl Outcome {
     /// A short machine-readable name, for a metric's label: `processed`, `completion_failed`,
-    /// `taken_over`, `duplicate`, `in_flight`, `refused`, `store_unavailable` or
-    /// `handler_failed`.
+    /// `taken_over`, `duplicate`, `in_flight`, `refused`, `store_unavailable`,
+    /// `handler_failed` or `handler_panicked`.
     pub fn code(self) -> &'static str {
         match self {
             Self::Processed => "processed",
@@ -58,6 +60,7 @@ impl Outcome {
             Self::Refused(_) => "refused",
             Self::StoreUnavailable => "store_unavailable",
             Self::HandlerFailed => "handler_failed",
+            Self::HandlerPanicked => "handler_panicked",
         }
     }
 

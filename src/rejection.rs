@@ -205,6 +205,20 @@ impl fmt::Display for Rejection {
 
 /// The acknowledgement of a delivery whose event was already processed:
 /// `200 {"received":true,"duplicate":true}`.
+/// The answer when the handler panicked: `500 {"error":"handler_panicked"}`. The claim was
+/// released, so the provider's next delivery processes the event.
+pub(crate) fn panicked_response() -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from_static(
+        br#"{"error":"handler_panicked"}"#,
+    )));
+    *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
 pub(crate) fn duplicate_response() -> Response<Full<Bytes>> {
     let mut response = Response::new(Full::new(Bytes::from_static(
         br#"{"received":true,"duplicate":true}"#,

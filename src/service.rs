@@ -16,9 +16,9 @@ use tracing::{Instrument, field::Empty};
 use crate::{
     Outcome, ResponseBody, ResponseFuture, SanghoEvent, SanghoWebhookLayer, WebhookBody,
     error_chain::ErrorChain,
-    guard::{ClaimGuard, Completion},
+    guard::{ClaimGuard, Processed},
     layer::Config,
-    rejection::{Rejection, RejectionKind, duplicate_response},
+    rejection::{Rejection, RejectionKind, duplicate_response, panicked_response},
     signature::{Secret, SignatureHeader},
     store::{Claim, IdempotencyStore},
 };
@@ -85,8 +85,8 @@ impl<S> SanghoWebhook<S> {
 impl<S, ReqBody, ResBody> Service<Request<ReqBody>> for SanghoWebhook<S>
 where
     S: Service<Request<WebhookBody>, Response = Response<ResBody>> + Clone + Send + 'static,
-    S::Future: Send,
-    S::Error: Send,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
     ReqBody: Body + Send + 'static,
     ReqBody::Data: Send,
     ReqBody::Error: Into<BoxError>,
@@ -123,14 +123,21 @@ async fn receive<S, ReqBody, ResBody>(
 ) -> Result<Response<ResponseBody<ResBody>>, S::Error>
 where
     S: Service<Request<WebhookBody>, Response = Response<ResBody>>,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
     ReqBody: Body,
     ReqBody::Error: Into<BoxError>,
+    ResBody: Send + 'static,
 {
     let (mut response, outcome) = match deliver(&config, inner, request).await? {
         Answer::Handler(response, outcome) => (response.map(ResponseBody::inner), outcome),
         Answer::Duplicate => (
             duplicate_response().map(ResponseBody::answer),
             Outcome::Duplicate,
+        ),
+        Answer::Panicked => (
+            panicked_response().map(ResponseBody::answer),
+            Outcome::HandlerPanicked,
         ),
         Answer::Refused(rejection) => {
             let mut response = (config.rejection_response)(&rejection);
@@ -151,6 +158,8 @@ enum Answer<B> {
     Handler(Response<B>, Outcome),
     /// The event was processed already.
     Duplicate,
+    /// The handler panicked.
+    Panicked,
     /// The layer refused the delivery.
     Refused(Rejection),
 }
@@ -163,8 +172,11 @@ async fn deliver<S, ReqBody, ResBody>(
 ) -> Result<Answer<ResBody>, S::Error>
 where
     S: Service<Request<WebhookBody>, Response = Response<ResBody>>,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
     ReqBody: Body,
     ReqBody::Error: Into<BoxError>,
+    ResBody: Send + 'static,
 {
     let (parts, body) = request.into_parts();
     // 1 to 5: the limit, the signature header, the body, the signature, the event.
@@ -216,47 +228,17 @@ where
         }
     }
 
-    // 8. Call the handler with the event and the unchanged body, renewing the claim meanwhile.
-    let event_id = guard.event_id().clone();
-    let event_id = event_id.as_str();
+    // 8. Call the handler with the event and the unchanged body, in a task of its own, and
+    // 9. settle the claim with its answer, whether or not the provider is still listening.
     let mut request = Request::from_parts(parts, WebhookBody::new(event.raw().clone()));
     request
         .extensions_mut()
         .insert(event.with_claim(guard.delivery_claim()));
-    let result = guard.renewing(inner.call(request)).await;
-
-    // 9. Record the outcome. Dropping this future before here releases the claim (the guard).
-    let response = match result {
-        Ok(response) => response,
-        Err(error) => {
-            tracing::warn!(
-                event_id,
-                outcome = "handler_error",
-                "the handler failed with an error; releasing the claim for the next delivery"
-            );
-            guard.release().await;
-            return Err(error);
-        }
-    };
-    let outcome = if response.status().is_success() {
-        match guard.complete().await {
-            Completion::Completed => {
-                tracing::debug!(event_id, "processed and recorded as completed");
-                Outcome::Processed
-            }
-            Completion::Retrying => Outcome::CompletionFailed,
-            Completion::TakenOver => Outcome::TakenOver,
-        }
-    } else {
-        tracing::warn!(
-            event_id,
-            status = response.status().as_u16(),
-            "the handler did not succeed; releasing the claim for the next delivery"
-        );
-        guard.release().await;
-        Outcome::HandlerFailed
-    };
-    Ok(Answer::Handler(response, outcome))
+    Ok(match guard.process(inner.call(request)).await {
+        Processed::Answered(response, outcome) => Answer::Handler(response, outcome),
+        Processed::Failed(error) => return Err(error),
+        Processed::Panicked => Answer::Panicked,
+    })
 }
 
 /// Steps 1 to 5: the declared length, the signature header and its timestamp (before any of

@@ -1,5 +1,5 @@
-//! Step 7: a 2xx completes the claim; a non-2xx, an error, a panic or a dropped future
-//! releases it, so that the next delivery processes the event.
+//! Settlement: a 2xx completes the claim; a non-2xx, an error or a panic releases it, so that
+//! the next delivery processes the event; a provider that hangs up changes none of it.
 
 mod common;
 
@@ -24,17 +24,6 @@ use tower::{Layer, ServiceExt};
 
 fn delivery(id: &str) -> Delivery {
     Delivery::event(id, TYPE).signed(&secret(), fixtures::NOW)
-}
-
-/// Waits (at most a second) for the store to have released a claim in a spawned task.
-async fn wait_for_release(store: &SpyStore) {
-    for _ in 0..100 {
-        if store.releases() > 0 {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    panic!("the claim was not released");
 }
 
 #[tokio::test]
@@ -71,7 +60,7 @@ async fn inner_error_releases_the_claim() {
 }
 
 #[tokio::test]
-async fn panic_in_the_handler_releases_the_claim() {
+async fn panic_in_the_handler_releases_the_claim_and_answers_500() {
     let store = SpyStore::default();
     let panicking = tower::service_fn(|_: Request<WebhookBody>| async {
         if true {
@@ -80,45 +69,57 @@ async fn panic_in_the_handler_releases_the_claim() {
         Ok::<Response<Full<Bytes>>, std::convert::Infallible>(Response::default())
     });
     let service = layer(store.clone()).layer(panicking);
-    let task = tokio::spawn(service.oneshot(delivery("evt_panic").into_request()));
-    assert!(task.await.unwrap_err().is_panic());
-    wait_for_release(&store).await;
+    let answer = send(&service, delivery("evt_panic").into_request()).await;
+    assert_eq!(answer.status, StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(
+        answer.json(),
+        serde_json::json!({ "error": "handler_panicked" })
+    );
+    assert_eq!(store.releases(), 1);
     assert!(matches!(store.peek("evt_panic").await, Claim::Acquired));
 }
 
 #[tokio::test]
-async fn dropped_response_future_releases_the_claim() {
+async fn a_provider_that_hangs_up_does_not_cancel_the_handler() {
     let store = SpyStore::default();
-    let started = Arc::new(AtomicUsize::new(0));
+    let (started, finished) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let slow = {
-        let started = started.clone();
+        let (started, finished) = (started.clone(), finished.clone());
         tower::service_fn(move |_: Request<WebhookBody>| {
             started.fetch_add(1, Ordering::SeqCst);
-            async {
-                tokio::time::sleep(Duration::from_secs(3600)).await;
+            let finished = finished.clone();
+            async move {
+                tokio::time::sleep(Duration::from_millis(600)).await;
+                finished.fetch_add(1, Ordering::SeqCst);
                 Ok::<_, std::convert::Infallible>(Response::new(Full::new(Bytes::new())))
             }
         })
     };
     let service = layer(store.clone()).layer(slow);
-    let abandoned = tokio::time::timeout(
+    let hung_up = tokio::time::timeout(
         Duration::from_millis(200),
-        service.oneshot(delivery("evt_gone").into_request()),
+        service.clone().oneshot(delivery("evt_gone").into_request()),
     )
     .await;
-    assert!(abandoned.is_err(), "the client went away before the answer");
+    assert!(hung_up.is_err(), "the client went away before the answer");
     assert_eq!(started.load(Ordering::SeqCst), 1);
-    wait_for_release(&store).await;
-
-    let handler = CountingHandler::new();
-    let service = layer(store.clone()).layer(handler.clone());
+    let meanwhile = send(&service, delivery("evt_gone").into_request()).await;
     assert_eq!(
-        send(&service, delivery("evt_gone").into_request())
-            .await
-            .status,
-        StatusCode::OK
+        meanwhile.status,
+        StatusCode::CONFLICT,
+        "the handler still runs"
     );
-    assert_eq!(handler.calls(), 1);
+
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(finished.load(Ordering::SeqCst), 1, "it ran to its end");
+    assert_eq!(store.releases(), 0);
+    let after = send(&service, delivery("evt_gone").into_request()).await;
+    assert_eq!(
+        after.json(),
+        serde_json::json!({ "received": true, "duplicate": true }),
+        "its answer completed the event"
+    );
+    assert_eq!(started.load(Ordering::SeqCst), 1);
 }
 
 #[tokio::test]
@@ -163,7 +164,8 @@ async fn completed_claim_is_kept_for_the_retention() {
     let store = SpyStore::default();
     let handler = CountingHandler::new();
     let service = builder(store.clone())
-        .with_retention(Duration::from_millis(300))
+        .with_lease(Duration::from_secs(1))
+        .with_retention(Duration::from_millis(1_300))
         .with_short_retention_allowed(true)
         .build()
         .unwrap()
@@ -175,7 +177,7 @@ async fn completed_claim_is_kept_for_the_retention() {
         StatusCode::OK
     );
     assert_eq!(store.peek("evt_keep").await, Claim::Completed);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
     assert_eq!(
         send(&service, delivery("evt_keep").into_request())
             .await

@@ -158,7 +158,7 @@ async fn a_handler_that_fails_is_counted_as_handler_failed() {
 }
 
 #[tokio::test]
-async fn a_delivery_dropped_in_the_handler_is_counted_as_abandoned_from_its_log_event() {
+async fn a_provider_that_hangs_up_is_counted_as_hung_up_from_its_log_event() {
     let recorder = recorder();
     let _recording = metrics::set_default_local_recorder(&recorder);
     let _logging = tracing_subscriber::registry()
@@ -176,7 +176,7 @@ async fn a_delivery_dropped_in_the_handler_is_counted_as_abandoned_from_its_log_
 
     let metrics = scrape(&app).await;
     assert_eq!(
-        sample(&metrics, r#"outcome="abandoned""#),
+        sample(&metrics, r#"outcome="hung_up""#),
         Some(1),
         "{metrics}"
     );

@@ -1,6 +1,6 @@
-//! Step 7: a claim whose answer comes too late, or whose delivery goes away while claiming, is
-//! released in the background with the layer's token, so that no orphan claim blocks the
-//! event for a whole lease.
+//! The claim: a claim whose answer comes too late, or whose delivery goes away while claiming, is
+//! finished and then released in the background with the layer's token, so that no orphan
+//! claim blocks the event for a whole lease.
 
 mod common;
 
@@ -31,7 +31,8 @@ async fn a_claim_answered_after_the_store_timeout_does_not_block_the_next_delive
     assert_eq!(late.status, StatusCode::SERVICE_UNAVAILABLE);
 
     store.faults.set_late_claims(Duration::ZERO);
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The late claim is answered 1.5 s after it was sent, and released then.
+    tokio::time::sleep(Duration::from_millis(700)).await;
     let next = send(&service, delivery("evt_late").into_request()).await;
     assert_eq!(next.status, StatusCode::OK, "not 409 for a whole lease");
     assert_eq!(handler.calls(), 1);
@@ -57,9 +58,33 @@ async fn a_delivery_dropped_while_claiming_does_not_block_the_next_one() {
     );
 
     store.faults.set_late_claims(Duration::ZERO);
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The claim is answered 3 s after it was sent, and released then.
+    tokio::time::sleep(Duration::from_millis(3_000)).await;
     let next = send(&service, delivery("evt_gone").into_request()).await;
     assert_eq!(next.status, StatusCode::OK, "not 409 for a whole lease");
+    assert_eq!(handler.calls(), 1);
+}
+
+#[tokio::test]
+async fn a_claim_applied_after_its_timeout_never_lands_after_its_own_release() {
+    let store = FaultyStore::default();
+    store
+        .faults
+        .set_claims_applied_late(Duration::from_millis(1_500));
+    let handler = CountingHandler::new();
+    let service = builder(store.clone())
+        .with_store_timeout(SECOND)
+        .build()
+        .unwrap()
+        .layer(handler.clone());
+    let late = send(&service, delivery("evt_lands_late").into_request()).await;
+    assert_eq!(late.status, StatusCode::SERVICE_UNAVAILABLE);
+
+    // The claim lands 0.5 s after its 503; the release must come after it, not before.
+    store.faults.set_claims_applied_late(Duration::ZERO);
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    let next = send(&service, delivery("evt_lands_late").into_request()).await;
+    assert_eq!(next.status, StatusCode::OK, "no orphan claim for a lease");
     assert_eq!(handler.calls(), 1);
 }
 

@@ -138,8 +138,9 @@ async fn once_the_handlers_transaction_holds_the_completion_the_claim_is_not_ren
                 .get::<sangho_webhook::SanghoEvent>()
                 .unwrap();
             // What a store's `complete_in` does once the completion is in the transaction.
-            event.claim().unwrap().hold_completion();
+            let hold = event.claim().unwrap().hold_completion();
             tokio::time::sleep(Duration::from_millis(1_500)).await;
+            hold.committed();
             Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
         },
     );

@@ -48,15 +48,60 @@ impl DeliveryClaim {
     }
 
     /// Tells the layer that the handler's transaction now holds the event's completion: the
-    /// layer stops renewing the claim. Call it once the completion is written in the
-    /// transaction, just before committing; stores with a `complete_in` do.
-    pub fn hold_completion(&self) {
+    /// layer stops renewing the claim while the returned [`CompletionHold`] lives. Call it once
+    /// the completion is written in the transaction, just before committing, and call
+    /// [`CompletionHold::committed`] once the commit succeeded; stores with a `complete_in` do
+    /// both for you. A hold dropped without it (the transaction rolled back, or its commit
+    /// failed) gives the claim back to the layer, which renews it again.
+    pub fn hold_completion(&self) -> CompletionHold {
         self.completion_held.store(true, Ordering::Release);
+        CompletionHold {
+            completion_held: Some(self.completion_held.clone()),
+        }
     }
 
-    /// Whether [`hold_completion`](Self::hold_completion) was called.
+    /// Whether a [`CompletionHold`] is held: the handler's transaction holds the completion.
     pub fn completion_held(&self) -> bool {
         self.completion_held.load(Ordering::Acquire)
+    }
+}
+
+/// The handler's transaction holds the event's completion; from
+/// [`DeliveryClaim::hold_completion`].
+///
+/// While it lives, the layer does not renew the claim (a renewal would wait on the row the
+/// transaction has locked). [`committed`](Self::committed) keeps it for good; dropped without
+/// it, the claim is renewed again, so a handler whose transaction failed can retry it under a
+/// live claim.
+///
+/// ```
+/// # fn handler(event: sangho_webhook::SanghoEvent) {
+/// if let Some(claim) = event.claim() {
+///     let hold = claim.hold_completion();
+///     // ... commit the transaction that recorded the completion ...
+///     hold.committed();
+/// }
+/// # }
+/// ```
+#[must_use = "dropping the hold at once gives the claim back to the layer's renewals"]
+#[derive(Debug)]
+pub struct CompletionHold {
+    completion_held: Option<Arc<AtomicBool>>,
+}
+
+impl CompletionHold {
+    /// The transaction committed: the completion is recorded, and the claim stays unrenewed
+    /// until the layer completes the event after the handler's answer.
+    pub fn committed(mut self) {
+        self.completion_held = None;
+    }
+}
+
+impl Drop for CompletionHold {
+    fn drop(&mut self) {
+        if let Some(completion_held) = self.completion_held.take() {
+            completion_held.store(false, Ordering::Release);
+        }
     }
 }
 

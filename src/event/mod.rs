@@ -9,7 +9,7 @@ use bytes::Bytes;
 use bytestring::ByteString;
 use serde::{Deserialize, de::DeserializeOwned};
 
-pub use claim::DeliveryClaim;
+pub use claim::{CompletionHold, DeliveryClaim};
 
 /// The longest event id the layer accepts (the SQL schema's `VARCHAR(50)`).
 pub const MAX_EVENT_ID_LEN: usize = 50;

@@ -54,6 +54,9 @@ pub struct Faults {
     completions_fail: Arc<AtomicBool>,
     /// Claims are applied, then answered this many milliseconds late.
     late_claims_ms: Arc<AtomicU64>,
+    claims_applied_late_ms: Arc<AtomicU64>,
+    renewals_applied_late_ms: Arc<AtomicU64>,
+    renewals_answered_late_ms: Arc<AtomicU64>,
 }
 
 impl Faults {
@@ -69,8 +72,29 @@ impl Faults {
         self.completions_fail.store(fail, Ordering::SeqCst);
     }
 
+    /// Claims are applied at once and answered `late`.
     pub fn set_late_claims(&self, late: Duration) {
         self.late_claims_ms
+            .store(late.as_millis() as u64, Ordering::SeqCst);
+    }
+
+    /// Claims wait `late` (a lock, a slow link) before they are applied and answered; applied
+    /// even when their caller stops waiting, as a statement already sent.
+    pub fn set_claims_applied_late(&self, late: Duration) {
+        self.claims_applied_late_ms
+            .store(late.as_millis() as u64, Ordering::SeqCst);
+    }
+
+    /// Renewals are applied at once and answered `late`.
+    pub fn set_renewals_answered_late(&self, late: Duration) {
+        self.renewals_answered_late_ms
+            .store(late.as_millis() as u64, Ordering::SeqCst);
+    }
+
+    /// Renewals wait `late` before they are applied and answered; applied even when their
+    /// caller stops waiting, as a statement already sent.
+    pub fn set_renewals_applied_late(&self, late: Duration) {
+        self.renewals_applied_late_ms
             .store(late.as_millis() as u64, Ordering::SeqCst);
     }
 }
@@ -138,6 +162,25 @@ impl FaultyStore {
     }
 }
 
+/// The milliseconds in `delay`, if any.
+fn ms(delay: &AtomicU64) -> Option<Duration> {
+    let late = delay.load(Ordering::SeqCst);
+    (late > 0).then(|| Duration::from_millis(late))
+}
+
+/// `operation`, applied after `late_ms` whether or not its caller still waits: a statement
+/// already sent to a database runs to its end.
+async fn on_the_wire<T: Send + 'static>(
+    late_ms: u64,
+    operation: impl std::future::Future<Output = T> + Send + 'static,
+) -> T {
+    let sent = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(late_ms)).await;
+        operation.await
+    });
+    sent.await.unwrap()
+}
+
 #[async_trait]
 impl IdempotencyStore for FaultyStore {
     async fn claim(
@@ -149,7 +192,18 @@ impl IdempotencyStore for FaultyStore {
     ) -> Result<Claim, StoreError> {
         self.claims.fetch_add(1, Ordering::SeqCst);
         self.check().await?;
-        let claim = self.inner.claim(id, kind, token, lease).await;
+        let claim = match self.faults.claims_applied_late_ms.load(Ordering::SeqCst) {
+            0 => self.inner.claim(id, kind, token, lease).await,
+            late => {
+                let (inner, id, kind, token) =
+                    (self.inner.clone(), id.to_owned(), kind.to_owned(), *token);
+                on_the_wire(
+                    late,
+                    async move { inner.claim(&id, &kind, &token, lease).await },
+                )
+                .await
+            }
+        };
         let late = self.faults.late_claims_ms.load(Ordering::SeqCst);
         if late > 0 {
             tokio::time::sleep(Duration::from_millis(late)).await;
@@ -166,7 +220,22 @@ impl IdempotencyStore for FaultyStore {
     ) -> Result<bool, StoreError> {
         self.renewals.fetch_add(1, Ordering::SeqCst);
         self.check().await?;
-        self.inner.renew(id, kind, token, lease).await
+        let renewed = match self.faults.renewals_applied_late_ms.load(Ordering::SeqCst) {
+            0 => self.inner.renew(id, kind, token, lease).await,
+            late => {
+                let (inner, id, kind, token) =
+                    (self.inner.clone(), id.to_owned(), kind.to_owned(), *token);
+                on_the_wire(
+                    late,
+                    async move { inner.renew(&id, &kind, &token, lease).await },
+                )
+                .await
+            }
+        };
+        if let Some(late) = ms(&self.faults.renewals_answered_late_ms) {
+            tokio::time::sleep(late).await;
+        }
+        renewed
     }
 
     async fn complete(

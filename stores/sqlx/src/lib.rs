@@ -87,7 +87,7 @@ pub use purge::{Purge, PurgeTask};
 pub use sqlx;
 pub use store::SqlStore;
 pub use table::TableName;
-pub use transaction::CompleteInError;
+pub use transaction::{CompleteInError, HeldCompletion};
 
 /// The idempotency store over PostgreSQL (feature `postgres`): durable, and shared by every
 /// replica that uses the same database. See [`SqlStore`] for how it works, and the

@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use sangho_webhook::SanghoEvent;
-use sqlx::Database;
+use sangho_webhook::{CompletionHold, SanghoEvent};
+use sqlx::{Database, Transaction};
 
 use crate::{
     SqlStore,
@@ -68,10 +68,12 @@ impl<D: Dialect> SqlStore<D> {
     /// - **any other answer**: it releases the claim. After a commit that changes nothing (the
     ///   event is completed); after a rollback the next delivery processes the event.
     ///
-    /// Once the completion is written, the event's claim is marked as held by the transaction
+    /// Once the completion is written, the event's claim is held by the transaction
     /// ([`DeliveryClaim::hold_completion`](sangho_webhook::DeliveryClaim::hold_completion)):
     /// the layer stops renewing it, so no renewal waits on the row the transaction has locked.
-    /// Commit promptly: meanwhile another delivery of the same event waits for the commit
+    /// Commit with the returned [`HeldCompletion::commit`]. If the transaction rolls back or
+    /// its commit fails, the dropped [`HeldCompletion`] gives the claim back to the layer's
+    /// renewals, so the handler can retry its transaction under a live claim. Commit promptly: meanwhile another delivery of the same event waits for the commit
     /// (PostgreSQL and MariaDB: the row's lock), then answers a duplicate or 409.
     ///
     /// **SQLite** runs one writer at a time, and holds its write lock for the whole
@@ -108,8 +110,8 @@ impl<D: Dialect> SqlStore<D> {
     ///         .execute(&mut *tx)
     ///         .await?;
     ///     // On an error, `tx` is dropped: rolled back.
-    ///     store.complete_in(&mut *tx, event, Duration::from_secs(72 * 3600)).await?;
-    ///     tx.commit().await?;
+    ///     let completion = store.complete_in(&mut *tx, event, Duration::from_secs(72 * 3600)).await?;
+    ///     completion.commit(tx).await?;
     ///     Ok(())
     /// }
     /// # }
@@ -127,7 +129,7 @@ impl<D: Dialect> SqlStore<D> {
         connection: &mut <D::Database as Database>::Connection,
         event: &SanghoEvent,
         retention: Duration,
-    ) -> Result<(), CompleteInError> {
+    ) -> Result<HeldCompletion, CompleteInError> {
         let Some(claim) = event.claim() else {
             return Err(CompleteInError::NoClaim {
                 event_id: event.id().to_owned(),
@@ -148,7 +150,39 @@ impl<D: Dialect> SqlStore<D> {
             });
         }
         // The transaction now holds the row's lock until it ends: the layer stops renewing.
-        claim.hold_completion();
+        Ok(HeldCompletion {
+            hold: claim.hold_completion(),
+        })
+    }
+}
+
+/// The event's completion, written in the handler's transaction and not committed yet; from
+/// [`SqlStore::complete_in`].
+///
+/// [`commit`](Self::commit) commits the transaction. Dropped without it (the transaction rolled
+/// back, or its commit failed), it gives the event's claim back to the layer, which renews it
+/// again while the handler retries or answers.
+#[must_use = "commit the transaction with `HeldCompletion::commit`"]
+#[derive(Debug)]
+pub struct HeldCompletion {
+    hold: CompletionHold,
+}
+
+impl HeldCompletion {
+    /// Commits `transaction`, which holds the completion: the handler's writes and the
+    /// event's completion are then durable together.
+    ///
+    /// # Errors
+    ///
+    /// The commit's error. Nothing was committed (or, if the connection broke during the
+    /// commit, the outcome is unknown): the layer renews the claim again, and the handler can
+    /// retry or answer with an error.
+    pub async fn commit<DB: Database>(
+        self,
+        transaction: Transaction<'_, DB>,
+    ) -> Result<(), sqlx::Error> {
+        transaction.commit().await?;
+        self.hold.committed();
         Ok(())
     }
 }

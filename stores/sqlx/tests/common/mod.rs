@@ -487,7 +487,7 @@ impl GatedHandler {
         http::Request<sangho_webhook::WebhookBody>,
         Response = http::Response<http_body_util::Full<bytes::Bytes>>,
         Error = std::convert::Infallible,
-        Future = impl Send,
+        Future = impl Send + 'static,
     > + Clone
     + Send
     + 'static {

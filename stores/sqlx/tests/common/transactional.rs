@@ -230,16 +230,17 @@ impl<D: Business> Payments<D> {
         let result = async {
             let mut tx = self.store.pool().begin().await?;
             D::insert(&mut *tx, &self.table, event.id(), &token).await?;
-            if self.transactional {
-                self.store.complete_in(&mut *tx, &event, RETENTION).await?;
-            }
+            let completion = match self.transactional {
+                true => Some(self.store.complete_in(&mut *tx, &event, RETENTION).await?),
+                false => None,
+            };
             if let Some(held) = &self.held {
                 held(call).await;
             }
-            if self.rollback {
-                tx.rollback().await?;
-            } else {
-                tx.commit().await?;
+            match (self.rollback, completion) {
+                (true, _) => tx.rollback().await?,
+                (false, Some(completion)) => completion.commit(tx).await?,
+                (false, None) => tx.commit().await?,
             }
             Ok::<_, CompleteInError>(())
         }
@@ -271,7 +272,7 @@ impl<D: Business> Payments<D> {
         Request<WebhookBody>,
         Response = Response<Full<Bytes>>,
         Error = std::convert::Infallible,
-        Future = impl Send,
+        Future = impl Send + 'static,
     > + Clone
     + Send
     + 'static {
