@@ -31,9 +31,11 @@
 //! answers 405 and an unknown path 404, without the layer reading anything.
 //!
 //! SIGTERM (`docker stop`, Kubernetes, systemd) or Ctrl-C stops it gracefully: it stops
-//! accepting, lets the requests in progress finish, and exits 0. A setting that cannot work (a
-//! secret with a trailing newline, say) stops it at start with the reason. The log shows the
-//! store's scheme, host, port and path, never its user name, password or query.
+//! accepting, lets the requests in progress finish, waits for the webhook handlers still
+//! running (those whose provider hung up included), and exits 0 (1 if the drain's 30 s
+//! deadline had to cut some off). A setting that cannot work (a secret with a trailing newline,
+//! say) stops it at start with the reason. The log shows the store's scheme, host, port and
+//! path, never its user name, password or query.
 
 use std::{error::Error, future::Future, net::SocketAddr, process::ExitCode, time::Duration};
 
@@ -50,7 +52,7 @@ use tracing_subscriber::EnvFilter;
 
 #[path = "support/shutdown.rs"]
 mod shutdown;
-pub use shutdown::shutdown_signal;
+pub use shutdown::{drain, shutdown_signal};
 
 /// The development secret used when `SANGHO_WEBHOOK_SECRET` is unset. Never use it in
 /// production: anybody who reads this file can sign events for it.
@@ -285,8 +287,13 @@ async fn run() -> Result<ExitCode, Box<dyn Error>> {
         purge,
         payments,
     } = webhooks(config.secret.clone(), &config.store_url).await?;
-    serve(app_with_payments(layer, payments), &config, shutdown).await?;
-    Ok(finish(purge).await)
+    serve(
+        app_with_payments(layer.clone(), payments),
+        &config,
+        shutdown,
+    )
+    .await?;
+    Ok(finish(&layer, purge).await)
 }
 
 /// `RUST_LOG`, or `info` with the layer's `debug` events.
@@ -348,13 +355,14 @@ pub async fn serve(
         .await
 }
 
-/// Once the server has stopped: stops the purge task, and answers the exit status.
-pub async fn finish(purge: Option<PurgeTask>) -> ExitCode {
+/// Once the server has stopped: [`drain`]s the webhook layer (the one on the app's route,
+/// or a clone of it), stops the purge task, and answers the drain's exit status.
+pub async fn finish(webhooks: &SanghoWebhookLayer, purge: Option<PurgeTask>) -> ExitCode {
+    let status = drain(webhooks).await;
     if let Some(purge) = purge {
         purge.stop().await;
     }
-    tracing::info!("stopped");
-    ExitCode::SUCCESS
+    status
 }
 
 /// The store URL as the log shows it: its scheme, host, port and path. The user name and

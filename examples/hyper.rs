@@ -4,7 +4,8 @@
 //! `POST /webhooks/sangho` through the layer and answers everything else itself (405 for
 //! another method on the webhook path, 404 elsewhere), so the layer never sees those requests.
 //! Connections are served with hyper's HTTP/1 connection builder. SIGTERM or Ctrl-C stops the
-//! server gracefully: it stops accepting, lets the requests in progress finish, and exits 0.
+//! server gracefully: it stops accepting, lets the requests in progress finish, waits for the
+//! webhook handlers still running (those whose provider hung up included), and exits 0.
 //!
 //! ```text
 //! SANGHO_WEBHOOK_SECRET=whsec_... cargo run --example hyper
@@ -35,7 +36,7 @@ use tower::{Layer, Service, ServiceExt, service_fn as tower_service_fn};
 
 #[path = "support/shutdown.rs"]
 mod shutdown;
-pub use shutdown::shutdown_signal;
+pub use shutdown::{drain, shutdown_signal};
 
 /// The path the provider posts to.
 pub const WEBHOOK_PATH: &str = "/webhooks/sangho";
@@ -245,7 +246,11 @@ async fn run() -> Result<ExitCode, BoxError> {
     let address = listener.local_addr()?;
     tracing::info!(%address, "listening on POST {WEBHOOK_PATH}");
 
-    serve(listener, app(layer, tower_service_fn(handle)), shutdown).await?;
-    tracing::info!("stopped");
-    Ok(ExitCode::SUCCESS)
+    serve(
+        listener,
+        app(layer.clone(), tower_service_fn(handle)),
+        shutdown,
+    )
+    .await?;
+    Ok(drain(&layer).await)
 }

@@ -174,7 +174,7 @@ async fn run() -> Result<ExitCode, Box<dyn Error>> {
     let config = server::Config::from_env()?;
     let shutdown = server::shutdown_signal()?;
     let (webhooks, purge) = server::webhook_layer(config.secret.clone(), &config.store_url).await?;
-    let app = with_metrics(server::app(webhooks), metrics);
+    let app = with_metrics(server::app(webhooks.clone()), metrics);
     server::serve(app, &config, shutdown).await?;
-    Ok(server::finish(purge).await)
+    Ok(server::finish(&webhooks, purge).await)
 }

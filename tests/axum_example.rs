@@ -220,7 +220,7 @@ async fn sigterm_stops_the_example_with_exit_status_0() {
     let output = example.output();
     assert_eq!(status.code(), Some(0), "{status}: {output}");
     assert!(output.contains("SIGTERM: shutting down"), "{output}");
-    assert!(output.contains("stopped"), "{output}");
+    assert!(output.contains("stopped: nothing left running"), "{output}");
 }
 
 #[tokio::test]
@@ -355,4 +355,36 @@ async fn sigterm_answers_a_delivery_in_progress_before_exiting() {
     let status = example.wait(Duration::from_secs(30)).await;
     assert_eq!(status.code(), Some(0), "{status}: {}", example.output());
     assert_eq!(payments_recorded(&pool, &id).await, 1);
+}
+
+#[tokio::test]
+#[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+async fn sigterm_waits_for_a_handler_whose_client_hung_up() {
+    let (mut example, address, pool) = start_on_postgres().await;
+    let id = unique_event_id("sig_hangup");
+    let lock = PaymentLock::hold(&pool, &id).await;
+    let connection = send_raw(address, payment(&id)).await;
+    lock.wait_until_blocking(&pool).await;
+    // The provider's own timeout: it hangs up while the handler runs.
+    drop(connection);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    example.signal("TERM");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        example.is_running(),
+        "the example waits for the handler still running: {}",
+        example.output()
+    );
+    lock.release().await;
+
+    let status = example.wait(Duration::from_secs(30)).await;
+    let output = example.output();
+    assert_eq!(status.code(), Some(0), "{status}: {output}");
+    assert_eq!(
+        payments_recorded(&pool, &id).await,
+        1,
+        "the handler finished before the exit: {output}"
+    );
+    assert!(output.contains("stopped: nothing left running"), "{output}");
 }

@@ -249,5 +249,5 @@ async fn sigterm_stops_the_example_with_exit_status_0() {
     let output = example.output();
     assert_eq!(status.code(), Some(0), "{status}: {output}");
     assert!(output.contains("SIGTERM: shutting down"), "{output}");
-    assert!(output.contains("stopped"), "{output}");
+    assert!(output.contains("stopped: nothing left running"), "{output}");
 }

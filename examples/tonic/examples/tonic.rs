@@ -9,7 +9,8 @@
 //! events the webhook route processed. The application is built in `src/lib.rs`.
 //!
 //! SIGTERM or Ctrl-C stops it gracefully: it stops accepting, lets the requests in progress
-//! finish, and exits 0.
+//! finish, waits for the webhook handlers still running (those whose provider hung up
+//! included), and exits 0.
 //!
 //! Environment:
 //!
@@ -22,7 +23,7 @@
 use std::{net::SocketAddr, process::ExitCode};
 
 use sangho_webhook::{SanghoWebhookLayer, signature::Secret, store::MokaStore};
-use sangho_webhook_example_tonic::{EventLog, WEBHOOK_PATH, app, serve, shutdown_signal};
+use sangho_webhook_example_tonic::{EventLog, WEBHOOK_PATH, app, drain, serve, shutdown_signal};
 use tokio::net::TcpListener;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -93,7 +94,6 @@ async fn run() -> Result<ExitCode, BoxError> {
         "listening on POST {WEBHOOK_PATH} (webhooks) and gRPC EventLog beside it"
     );
 
-    serve(listener, app(layer, EventLog::new()), shutdown).await?;
-    tracing::info!("stopped");
-    Ok(ExitCode::SUCCESS)
+    serve(listener, app(layer.clone(), EventLog::new()), shutdown).await?;
+    Ok(drain(&layer).await)
 }

@@ -20,7 +20,7 @@ use tokio::net::TcpListener;
 
 #[path = "../../support/shutdown.rs"]
 mod shutdown;
-pub use shutdown::shutdown_signal;
+pub use shutdown::{DRAIN_DEADLINE, drain, shutdown_signal};
 
 /// The code generated from `proto/event_log.proto`.
 #[allow(missing_docs)]
