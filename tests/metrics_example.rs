@@ -16,7 +16,7 @@ mod example_process;
 use std::{sync::Arc, time::Duration};
 
 use axum::{Router, routing::post};
-use common::{TYPE, layer, peek, secret};
+use common::{FaultyStore, TYPE, layer, peek, secret};
 use http::{Request, StatusCode, header};
 use http_body_util::Full;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusRecorder};
@@ -238,6 +238,49 @@ async fn a_get_on_the_webhook_route_answers_405_and_is_not_counted() {
 
     let metrics = scrape(&app).await;
     assert_eq!(samples(&metrics), [], "{metrics}");
+}
+
+/// The example as it runs: the outcome of each response, and the layer's log events counted
+/// by [`example::UnansweredDeliveries`].
+#[tokio::test]
+async fn every_delivery_is_counted_under_exactly_one_outcome() {
+    let recorder = recorder();
+    let _recording = metrics::set_default_local_recorder(&recorder);
+    let _logging = tracing_subscriber::registry()
+        .with(example::UnansweredDeliveries::layer())
+        .set_default();
+    let store = FaultyStore::default();
+    let app = example::with_metrics(
+        example::server::app(layer(store.clone())),
+        recorder.handle(),
+    );
+
+    assert_eq!(send(&app, delivery("evt_m_mix")).await.status, 200);
+    assert_eq!(send(&app, delivery("evt_m_mix")).await.status, 200);
+    let wrong_secret = Delivery::event("evt_m_mix_2", TYPE)
+        .signed(&Secret::new("whsec_wrong").unwrap(), fixtures::NOW)
+        .into_request();
+    assert_eq!(send(&app, wrong_secret).await.status, 400);
+    peek(&*store.inner, "evt_m_mix_busy").await;
+    assert_eq!(send(&app, delivery("evt_m_mix_busy")).await.status, 409);
+    store.faults.set_down(true);
+    assert_eq!(send(&app, delivery("evt_m_mix_3")).await.status, 503);
+    store.faults.set_down(false);
+    let sent = 5;
+
+    let metrics = scrape(&app).await;
+    let mut counted = samples(&metrics);
+    counted.sort();
+    let expected = [
+        (r#"{outcome="duplicate"}"#, 1),
+        (r#"{outcome="in_flight"}"#, 1),
+        (r#"{outcome="processed"}"#, 1),
+        (r#"{outcome="refused",reason="signature_mismatch"}"#, 1),
+        (r#"{outcome="store_unavailable"}"#, 1),
+    ]
+    .map(|(labels, value)| (labels.to_owned(), value));
+    assert_eq!(counted, expected, "{metrics}");
+    assert_eq!(counted.iter().map(|(_, n)| n).sum::<u64>(), sent);
 }
 
 #[tokio::test]
