@@ -25,12 +25,19 @@
 //! `payment_intent.succeeded` event is recorded in a `payments` table (one row per event id,
 //! created at start) **in one transaction with the event's completion**
 //! (`SqlStore::complete_in`): a crash after the commit leaves the payment and the completed
-//! event together, so the provider's redelivery is a duplicate, never a second payment. The webhook layer is on the webhook route only: the other routes
-//! (and unknown paths, 404) are untouched. Ctrl-C stops it gracefully: in-flight deliveries
-//! finish first. A setting that cannot work (a secret with a trailing newline, say) stops it at
-//! start with the reason.
+//! event together, so the provider's redelivery is a duplicate, never a second payment.
+//!
+//! The webhook layer is on the webhook route's `POST` only (`route_layer`): another method on it
+//! answers 405 and an unknown path 404, without the layer reading anything.
+//!
+//! SIGTERM (`docker stop`, Kubernetes, systemd) or Ctrl-C stops it gracefully: it stops
+//! accepting, lets the requests in progress finish, waits for the webhook handlers still
+//! running (those whose provider hung up included), and exits 0 (1 if the drain's 30 s
+//! deadline had to cut some off). A setting that cannot work (a secret with a trailing newline,
+//! say) stops it at start with the reason. The log shows the store's scheme, host, port and
+//! path, never its user name, password or query.
 
-use std::{error::Error, net::SocketAddr, process::ExitCode, time::Duration};
+use std::{error::Error, future::Future, net::SocketAddr, process::ExitCode, time::Duration};
 
 use axum::{
     Extension, Json, Router,
@@ -42,6 +49,10 @@ use sangho_webhook_redis::RedisStore;
 use sangho_webhook_sqlx::{CompleteInError, PostgresStore, PurgeTask, SqliteStore, sqlx};
 use serde_json::{Value, json};
 use tracing_subscriber::EnvFilter;
+
+#[path = "support/shutdown.rs"]
+mod shutdown;
+pub use shutdown::{drain, shutdown_signal};
 
 /// The development secret used when `SANGHO_WEBHOOK_SECRET` is unset. Never use it in
 /// production: anybody who reads this file can sign events for it.
@@ -73,6 +84,7 @@ pub struct Webhooks {
 /// Builds the layer over the store `url` names; with a SQL store, migrates it and the
 /// payments table, and starts the purge task.
 pub async fn webhooks(secret: Secret, url: &str) -> Result<Webhooks, Box<dyn Error>> {
+    tracing::info!(store = %loggable_url(url), "opening the idempotency store");
     let retention = SanghoWebhookLayer::DEFAULT_RETENTION;
     let (layer, purge, payments) = if url.starts_with("sqlite:") {
         let store = SqliteStore::connect(url).await?;
@@ -106,7 +118,8 @@ pub async fn webhooks(secret: Secret, url: &str) -> Result<Webhooks, Box<dyn Err
         )
     } else {
         return Err(format!(
-            "unsupported SANGHO_STORE_URL {url:?}: use sqlite://, postgres://, redis:// or memory:"
+            "unsupported SANGHO_STORE_URL {:?}: use sqlite://, postgres://, redis:// or memory:",
+            loggable_url(url)
         )
         .into());
     };
@@ -228,15 +241,18 @@ async fn handle(
     Ok(Json(json!({ "received": true })))
 }
 
-/// The app: the webhook route with the layer on it alone, and a health check beside it.
+/// The app: the webhook route with the layer on its `POST` alone, and a health check beside it.
 pub fn app(webhooks: SanghoWebhookLayer) -> Router {
     app_with_payments(webhooks, None)
 }
 
 /// [`app`], whose handler records payments in `payments` (the database of the layer's SQL
 /// store) with each event's completion.
+///
+/// `route_layer` puts the layer behind the method check: a `GET` on the webhook route answers
+/// 405 (with `Allow: POST`), not a signature refusal.
 pub fn app_with_payments(webhooks: SanghoWebhookLayer, payments: Option<Payments>) -> Router {
-    let route = post(handle).layer(webhooks);
+    let route = post(handle).route_layer(webhooks);
     let route = match payments {
         Some(payments) => route.layer(Extension(payments)),
         None => route,
@@ -246,10 +262,12 @@ pub fn app_with_payments(webhooks: SanghoWebhookLayer, payments: Option<Payments
         .route("/health", get(|| async { "ok" }))
 }
 
+/// Serves until SIGTERM or Ctrl-C; exits 0 once every delivery in progress has finished.
+/// (Public so that the example's tests can run it as a process of its own.)
 #[tokio::main]
-async fn main() -> ExitCode {
+pub async fn main() -> ExitCode {
     match run().await {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(status) => status,
         Err(error) => {
             eprintln!("error: {error}");
             ExitCode::FAILURE
@@ -257,14 +275,25 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn run() -> Result<(), Box<dyn Error>> {
+async fn run() -> Result<ExitCode, Box<dyn Error>> {
     tracing_subscriber::fmt()
         .with_env_filter(log_filter())
         .init();
     let config = Config::from_env()?;
-    let webhooks = webhooks(config.secret.clone(), &config.store_url).await?;
-    let app = app_with_payments(webhooks.layer, webhooks.payments);
-    serve(app, &config, webhooks.purge).await
+    // Listening from the start: a SIGTERM while the store connects is a graceful stop too.
+    let shutdown = shutdown_signal()?;
+    let Webhooks {
+        layer,
+        purge,
+        payments,
+    } = webhooks(config.secret.clone(), &config.store_url).await?;
+    serve(
+        app_with_payments(layer.clone(), payments),
+        &config,
+        shutdown,
+    )
+    .await?;
+    Ok(finish(&layer, purge).await)
 }
 
 /// `RUST_LOG`, or `info` with the layer's `debug` events.
@@ -310,35 +339,58 @@ impl Config {
     }
 }
 
-/// Serves `app` at the configured address until Ctrl-C, letting deliveries in progress finish,
-/// then stops the purge task.
+/// Serves `app` at the configured address until `shutdown` completes (see
+/// [`shutdown_signal`]), then stops accepting and lets the requests in progress finish.
 pub async fn serve(
     app: Router,
     config: &Config,
-    purge: Option<PurgeTask>,
-) -> Result<(), Box<dyn Error>> {
-    let address = config.address;
-    let listener = tokio::net::TcpListener::bind(address).await?;
-    let store = redacted(&config.store_url);
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let listener = tokio::net::TcpListener::bind(config.address).await?;
+    let address = listener.local_addr()?;
+    let store = loggable_url(&config.store_url);
     tracing::info!(%address, %store, "listening on POST /webhooks/sangho");
     axum::serve(listener, app)
-        .with_graceful_shutdown(async {
-            let _ = tokio::signal::ctrl_c().await;
-            tracing::info!("shutting down");
-        })
-        .await?;
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// Once the server has stopped: [`drain`]s the webhook layer (the one on the app's route,
+/// or a clone of it), stops the purge task, and answers the drain's exit status.
+pub async fn finish(webhooks: &SanghoWebhookLayer, purge: Option<PurgeTask>) -> ExitCode {
+    let status = drain(webhooks).await;
     if let Some(purge) = purge {
         purge.stop().await;
     }
-    Ok(())
+    status
 }
 
-/// The URL without its password, for the log.
-fn redacted(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme), Some(at)) if at > scheme => {
-            format!("{}://…@{}", &url[..scheme], &url[at + 1..])
-        }
-        _ => url.to_owned(),
+/// The store URL as the log shows it: its scheme, host, port and path. The user name and
+/// password (`user:password@`), the query (`?user=…&password=…`, `?sslpassword=…`) and the
+/// fragment are left out, so that the log never holds a credential. A URL whose parts cannot
+/// be told apart (an `@` after a `?` or `#`) shows its scheme only.
+pub fn loggable_url(url: &str) -> String {
+    let (scheme, rest) = match url.split_once("://") {
+        Some(parts) => parts,
+        None => match url.split_once(':') {
+            // `memory:`, `sqlite:file.db`: no authority to hide a password in.
+            Some((_, rest)) if !rest.contains(['@', '?', '#']) => return url.to_owned(),
+            Some((scheme, _)) => return format!("{scheme}:…"),
+            None => return "…".to_owned(),
+        },
+    };
+    let (before_query, query) = match rest.find(['?', '#']) {
+        Some(at) => rest.split_at(at),
+        None => (rest, ""),
+    };
+    if query.contains('@') {
+        // A password with an unencoded `?` or `#`, or an `@` in the query: where the password
+        // ends is a guess, so nothing after the scheme is shown.
+        return format!("{scheme}://…");
     }
+    let host_and_path = match before_query.rfind('@') {
+        Some(at) => &before_query[at + 1..],
+        None => before_query,
+    };
+    format!("{scheme}://{host_and_path}")
 }

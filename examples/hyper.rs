@@ -1,8 +1,11 @@
 //! Receiving Sangho webhooks with hyper 1 and hyper-util, without a framework.
 //!
 //! The layer wraps a plain tower service (the handler); a small router in front of it sends
-//! `POST /webhooks/sangho` through the layer and answers everything else itself. Connections
-//! are served with hyper's HTTP/1 connection builder and shut down gracefully on Ctrl-C.
+//! `POST /webhooks/sangho` through the layer and answers everything else itself (405 for
+//! another method on the webhook path, 404 elsewhere), so the layer never sees those requests.
+//! Connections are served with hyper's HTTP/1 connection builder. SIGTERM or Ctrl-C stops the
+//! server gracefully: it stops accepting, lets the requests in progress finish, waits for the
+//! webhook handlers still running (those whose provider hung up included), and exits 0.
 //!
 //! ```text
 //! SANGHO_WEBHOOK_SECRET=whsec_... cargo run --example hyper
@@ -16,7 +19,9 @@
 //! - `SANGHO_STORE_URL`: the idempotency store; this example knows `memory:` (the default).
 //!   The axum example (`cargo run --example axum`) shows the SQL and Redis stores.
 
-use std::{convert::Infallible, future::Future, net::SocketAddr, time::Duration};
+use std::{
+    convert::Infallible, future::Future, net::SocketAddr, process::ExitCode, time::Duration,
+};
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
@@ -29,13 +34,17 @@ use sangho_webhook::{
 use tokio::{net::TcpListener, sync::watch, task::JoinSet};
 use tower::{Layer, Service, ServiceExt, service_fn as tower_service_fn};
 
+#[path = "support/shutdown.rs"]
+mod shutdown;
+pub use shutdown::{drain, shutdown_signal};
+
 /// The path the provider posts to.
 pub const WEBHOOK_PATH: &str = "/webhooks/sangho";
 
 /// The secret used when `SANGHO_WEBHOOK_SECRET` is unset. Never use it in production.
 pub const DEVELOPMENT_SECRET: &str = "whsec_development_only";
 
-/// How long in-flight requests get to finish after Ctrl-C.
+/// How long the requests in progress get to finish once the shutdown has begun.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -207,8 +216,20 @@ pub fn layer_from_env() -> Result<SanghoWebhookLayer, BoxError> {
     Ok(SanghoWebhookLayer::new(secret, store))
 }
 
+/// Serves until SIGTERM or Ctrl-C; exits 0 once every delivery in progress has finished.
+/// (Public so that the example's tests can run it as a process of its own.)
 #[tokio::main]
-async fn main() -> Result<(), BoxError> {
+pub async fn main() -> ExitCode {
+    match run().await {
+        Ok(status) => status,
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> Result<ExitCode, BoxError> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -216,22 +237,20 @@ async fn main() -> Result<(), BoxError> {
         )
         .init();
 
+    let shutdown = shutdown_signal()?;
     let layer = layer_from_env()?;
     let addr: SocketAddr = std::env::var("SANGHO_WEBHOOK_ADDR")
         .unwrap_or_else(|_| "127.0.0.1:3000".to_owned())
         .parse()?;
     let listener = TcpListener::bind(addr).await?;
-    tracing::info!(
-        "listening on http://{}{WEBHOOK_PATH}",
-        listener.local_addr()?
-    );
+    let address = listener.local_addr()?;
+    tracing::info!(%address, "listening on POST {WEBHOOK_PATH}");
 
-    let shutdown = async {
-        if let Err(error) = tokio::signal::ctrl_c().await {
-            tracing::error!(%error, "cannot listen for Ctrl-C; stopping");
-        }
-        tracing::info!("shutting down");
-    };
-    serve(listener, app(layer, tower_service_fn(handle)), shutdown).await?;
-    Ok(())
+    serve(
+        listener,
+        app(layer.clone(), tower_service_fn(handle)),
+        shutdown,
+    )
+    .await?;
+    Ok(drain(&layer).await)
 }

@@ -140,10 +140,12 @@ impl Visit for OutcomeField {
     fn record_debug(&mut self, _: &Field, _: &dyn std::fmt::Debug) {}
 }
 
+/// Serves until SIGTERM or Ctrl-C, as the axum example does. (Public so that the example's
+/// tests can run it as a process of its own.)
 #[tokio::main]
-async fn main() -> ExitCode {
+pub async fn main() -> ExitCode {
     match run().await {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(status) => status,
         Err(error) => {
             eprintln!("error: {error}");
             ExitCode::FAILURE
@@ -151,7 +153,7 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn run() -> Result<(), Box<dyn Error>> {
+async fn run() -> Result<ExitCode, Box<dyn Error>> {
     // The log filter applies to the printed logs only: the counting layer sees its events
     // even under RUST_LOG=error.
     tracing_subscriber::registry()
@@ -170,7 +172,9 @@ async fn run() -> Result<(), Box<dyn Error>> {
     });
 
     let config = server::Config::from_env()?;
+    let shutdown = server::shutdown_signal()?;
     let (webhooks, purge) = server::webhook_layer(config.secret.clone(), &config.store_url).await?;
-    let app = with_metrics(server::app(webhooks), metrics);
-    server::serve(app, &config, purge).await
+    let app = with_metrics(server::app(webhooks.clone()), metrics);
+    server::serve(app, &config, shutdown).await?;
+    Ok(server::finish(&webhooks, purge).await)
 }

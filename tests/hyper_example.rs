@@ -1,10 +1,14 @@
-//! `examples/hyper.rs` through a real server and a real HTTP client (hyper-util's).
+//! `examples/hyper.rs` through a real server and a real HTTP client (hyper-util's), and its
+//! process stopped by SIGTERM.
 //!
-//! The example's file is compiled into this test, so what is tested is what users read.
+//! The example's file is compiled into this test, so what is tested is what users read; the
+//! process test runs its `main` in a process of its own (see `example_process`).
 
 #[allow(dead_code)]
 #[path = "../examples/hyper.rs"]
 mod example;
+
+mod example_process;
 
 use std::net::SocketAddr;
 
@@ -19,6 +23,13 @@ use sangho_webhook::{
     testing::{CountingHandler, Delivery, fixtures},
 };
 use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
+
+/// The example's process (see `example_process`): runs its `main`.
+#[test]
+#[ignore = "the example's process, started by the tests that need one"]
+fn example_process() {
+    example_process::run_if_child(example::main);
+}
 
 struct Server {
     addr: SocketAddr,
@@ -115,10 +126,9 @@ async fn bad_deliveries_and_other_routes_are_refused() {
 
     let mut get = signed("evt_hyper_2").into_request();
     *get.method_mut() = Method::GET;
-    assert_eq!(
-        send(server.addr, get).await.0,
-        StatusCode::METHOD_NOT_ALLOWED
-    );
+    let (status, body) = send(server.addr, get).await;
+    assert_eq!(status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(body, r#"{"error":"method_not_allowed"}"#);
 
     assert_eq!(handler.calls(), 0);
     server.stop().await;
@@ -163,4 +173,28 @@ async fn shutdown_lets_a_request_in_progress_finish() {
     let (status, _) = slow.await.unwrap();
     assert_eq!(status, StatusCode::OK);
     assert_eq!(handler.calls(), 1);
+}
+
+#[tokio::test]
+async fn sigterm_stops_the_example_with_exit_status_0() {
+    let mut example =
+        example_process::ExampleProcess::start(&[("SANGHO_WEBHOOK_SECRET", fixtures::SECRET)]);
+    let address = example.wait_listening().await;
+    // Serving: a delivery signed now (the process runs at the real clock) is processed.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let delivery = Delivery::event("evt_hyper_process", "payment_intent.succeeded")
+        .signed(&Secret::new(fixtures::SECRET).unwrap(), now);
+    let connection = example_process::send_raw(address, delivery.into_request()).await;
+    let (status, body) = example_process::read_answer(connection).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    example.signal("TERM");
+    let status = example.wait(std::time::Duration::from_secs(10)).await;
+    let output = example.output();
+    assert_eq!(status.code(), Some(0), "{status}: {output}");
+    assert!(output.contains("SIGTERM: shutting down"), "{output}");
+    assert!(output.contains("stopped: nothing left running"), "{output}");
 }

@@ -11,11 +11,12 @@
 mod example;
 
 mod common;
+mod example_process;
 
 use std::{sync::Arc, time::Duration};
 
 use axum::{Router, routing::post};
-use common::{TYPE, layer, peek, secret};
+use common::{FaultyStore, TYPE, layer, peek, secret};
 use http::{Request, StatusCode, header};
 use http_body_util::Full;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusRecorder};
@@ -25,6 +26,13 @@ use sangho_webhook::{
     testing::{Delivery, fixtures, send},
 };
 use tracing_subscriber::prelude::*;
+
+/// The example's process (see `example_process`): runs its `main`.
+#[test]
+#[ignore = "the example's process, started by the tests that need one"]
+fn example_process() {
+    example_process::run_if_child(example::main);
+}
 
 fn recorder() -> PrometheusRecorder {
     PrometheusBuilder::new().build_recorder()
@@ -46,6 +54,16 @@ async fn scrape(app: &Router) -> String {
     let answer = send(app, Request::get("/metrics").body(Full::default()).unwrap()).await;
     assert_eq!(answer.status, StatusCode::OK);
     String::from_utf8(answer.body.to_vec()).unwrap()
+}
+
+/// Every sample of the deliveries counter: its labels and its value.
+fn samples(metrics: &str) -> Vec<(String, u64)> {
+    metrics
+        .lines()
+        .filter_map(|line| line.strip_prefix(example::DELIVERIES))
+        .filter_map(|line| line.rsplit_once(' '))
+        .map(|(labels, value)| (labels.to_owned(), value.parse().unwrap()))
+        .collect()
 }
 
 /// The value of the sample with exactly these labels, if there is one.
@@ -203,4 +221,76 @@ async fn other_routes_are_not_counted_and_metrics_are_served_as_prometheus_text(
         )],
         "only the delivery is counted"
     );
+}
+
+#[tokio::test]
+async fn a_get_on_the_webhook_route_answers_405_and_is_not_counted() {
+    let recorder = recorder();
+    let _recording = metrics::set_default_local_recorder(&recorder);
+    let app = app(Arc::new(MokaStore::new()), &recorder);
+
+    let get = Request::get("/webhooks/sangho")
+        .body(Full::default())
+        .unwrap();
+    let answer = send(&app, get).await;
+    assert_eq!(answer.status, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(answer.headers[header::ALLOW], "POST");
+
+    let metrics = scrape(&app).await;
+    assert_eq!(samples(&metrics), [], "{metrics}");
+}
+
+/// The example as it runs: the outcome of each response, and the layer's log events counted
+/// by [`example::UnansweredDeliveries`].
+#[tokio::test]
+async fn every_delivery_is_counted_under_exactly_one_outcome() {
+    let recorder = recorder();
+    let _recording = metrics::set_default_local_recorder(&recorder);
+    let _logging = tracing_subscriber::registry()
+        .with(example::UnansweredDeliveries::layer())
+        .set_default();
+    let store = FaultyStore::default();
+    let app = example::with_metrics(
+        example::server::app(layer(store.clone())),
+        recorder.handle(),
+    );
+
+    assert_eq!(send(&app, delivery("evt_m_mix")).await.status, 200);
+    assert_eq!(send(&app, delivery("evt_m_mix")).await.status, 200);
+    let wrong_secret = Delivery::event("evt_m_mix_2", TYPE)
+        .signed(&Secret::new("whsec_wrong").unwrap(), fixtures::NOW)
+        .into_request();
+    assert_eq!(send(&app, wrong_secret).await.status, 400);
+    peek(&*store.inner, "evt_m_mix_busy").await;
+    assert_eq!(send(&app, delivery("evt_m_mix_busy")).await.status, 409);
+    store.faults.set_down(true);
+    assert_eq!(send(&app, delivery("evt_m_mix_3")).await.status, 503);
+    store.faults.set_down(false);
+    let sent = 5;
+
+    let metrics = scrape(&app).await;
+    let mut counted = samples(&metrics);
+    counted.sort();
+    let expected = [
+        (r#"{outcome="duplicate"}"#, 1),
+        (r#"{outcome="in_flight"}"#, 1),
+        (r#"{outcome="processed"}"#, 1),
+        (r#"{outcome="refused",reason="signature_mismatch"}"#, 1),
+        (r#"{outcome="store_unavailable"}"#, 1),
+    ]
+    .map(|(labels, value)| (labels.to_owned(), value));
+    assert_eq!(counted, expected, "{metrics}");
+    assert_eq!(counted.iter().map(|(_, n)| n).sum::<u64>(), sent);
+}
+
+#[tokio::test]
+async fn sigterm_stops_the_example_with_exit_status_0() {
+    let mut example = example_process::ExampleProcess::start(&[("SANGHO_STORE_URL", "memory:")]);
+    example.wait_listening().await;
+    example.signal("TERM");
+    let status = example.wait(Duration::from_secs(10)).await;
+    let output = example.output();
+    assert_eq!(status.code(), Some(0), "{status}: {output}");
+    assert!(output.contains("SIGTERM: shutting down"), "{output}");
+    assert!(output.contains("stopped: nothing left running"), "{output}");
 }

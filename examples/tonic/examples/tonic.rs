@@ -8,6 +8,10 @@
 //! service `sangho.example.v1.EventLog` (see `proto/event_log.proto`) does not, and lists the
 //! events the webhook route processed. The application is built in `src/lib.rs`.
 //!
+//! SIGTERM or Ctrl-C stops it gracefully: it stops accepting, lets the requests in progress
+//! finish, waits for the webhook handlers still running (those whose provider hung up
+//! included), and exits 0.
+//!
 //! Environment:
 //!
 //! - `SANGHO_WEBHOOK_SECRET`: the endpoint secret. Unset: the development secret
@@ -16,10 +20,10 @@
 //! - `SANGHO_STORE_URL`: the idempotency store; this example knows `memory:` (the default).
 //!   The axum example (`cargo run --example axum`) shows the SQL and Redis stores.
 
-use std::net::SocketAddr;
+use std::{net::SocketAddr, process::ExitCode};
 
 use sangho_webhook::{SanghoWebhookLayer, signature::Secret, store::MokaStore};
-use sangho_webhook_example_tonic::{EventLog, WEBHOOK_PATH, app, serve};
+use sangho_webhook_example_tonic::{EventLog, WEBHOOK_PATH, app, drain, serve, shutdown_signal};
 use tokio::net::TcpListener;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -57,8 +61,20 @@ fn layer_from_env() -> Result<SanghoWebhookLayer, BoxError> {
     Ok(SanghoWebhookLayer::new(secret, store))
 }
 
+/// Serves until SIGTERM or Ctrl-C; exits 0 once every delivery in progress has finished.
+/// (Public so that the example's tests can run it as a process of its own.)
 #[tokio::main]
-async fn main() -> Result<(), BoxError> {
+pub async fn main() -> ExitCode {
+    match run().await {
+        Ok(status) => status,
+        Err(error) => {
+            eprintln!("error: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> Result<ExitCode, BoxError> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -66,20 +82,18 @@ async fn main() -> Result<(), BoxError> {
         )
         .init();
 
+    let shutdown = shutdown_signal()?;
     let layer = layer_from_env()?;
     let addr: SocketAddr = std::env::var("SANGHO_WEBHOOK_ADDR")
         .unwrap_or_else(|_| "127.0.0.1:3000".to_owned())
         .parse()?;
     let listener = TcpListener::bind(addr).await?;
-    let local = listener.local_addr()?;
-    tracing::info!("webhooks on http://{local}{WEBHOOK_PATH}, gRPC EventLog on http://{local}");
+    let address = listener.local_addr()?;
+    tracing::info!(
+        %address,
+        "listening on POST {WEBHOOK_PATH} (webhooks) and gRPC EventLog beside it"
+    );
 
-    let shutdown = async {
-        if let Err(error) = tokio::signal::ctrl_c().await {
-            tracing::error!(%error, "cannot listen for Ctrl-C; stopping");
-        }
-        tracing::info!("shutting down");
-    };
-    serve(listener, app(layer, EventLog::new()), shutdown).await?;
-    Ok(())
+    serve(listener, app(layer.clone(), EventLog::new()), shutdown).await?;
+    Ok(drain(&layer).await)
 }

@@ -1,9 +1,10 @@
 //! The tonic example's application: a gRPC service of its own (`EventLog`, from
 //! `proto/event_log.proto`) and the Sangho webhook route, served on one port.
 //!
-//! [`SanghoWebhookLayer`] wraps the webhook route only: gRPC calls never go through it. The
-//! webhook handler records each processed event in an [`EventLog`], and the gRPC method
-//! `EventLog/Recent` lists them.
+//! [`SanghoWebhookLayer`] wraps the webhook route's `POST` only: gRPC calls never go through
+//! it, and another method on the webhook route answers 405 without it. The webhook handler
+//! records each processed event in an [`EventLog`], and the gRPC method `EventLog/Recent` lists
+//! them.
 //!
 //! Run it with `cargo run --example tonic` from the workspace root (see `examples/tonic.rs`).
 
@@ -16,6 +17,10 @@ use axum::{Json, Router, extract::State, routing::post};
 use sangho_webhook::{SanghoEvent, SanghoWebhookLayer};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
+
+#[path = "../../support/shutdown.rs"]
+mod shutdown;
+pub use shutdown::{DRAIN_DEADLINE, drain, shutdown_signal};
 
 /// The code generated from `proto/event_log.proto`.
 #[allow(missing_docs)]
@@ -88,17 +93,19 @@ async fn handle(State(log): State<EventLog>, event: axum::Extension<SanghoEvent>
 }
 
 /// The application: `POST /webhooks/sangho` through `layer`, and the `EventLog` gRPC service,
-/// both reading and writing `log`.
+/// both reading and writing `log`. `route_layer` puts the layer behind the method check: a
+/// `GET` on the webhook route answers 405.
 pub fn app(layer: SanghoWebhookLayer, log: EventLog) -> Router {
     let webhooks = Router::new()
-        .route(WEBHOOK_PATH, post(handle).layer(layer))
+        .route(WEBHOOK_PATH, post(handle).route_layer(layer))
         .with_state(log.clone());
     let grpc = tonic::service::Routes::new(EventLogServer::new(log)).into_axum_router();
     webhooks.merge(grpc)
 }
 
 /// Serves `app` on `listener` (HTTP/1 for the webhooks, HTTP/2 for gRPC, detected per
-/// connection) until `shutdown` completes, then lets open requests finish.
+/// connection) until `shutdown` completes (see [`shutdown_signal`]), then stops accepting and
+/// lets the requests in progress, webhook deliveries and gRPC calls alike, finish.
 pub async fn serve(
     listener: TcpListener,
     app: Router,

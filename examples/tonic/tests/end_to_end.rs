@@ -106,6 +106,21 @@ async fn webhook_and_grpc_share_the_port_and_the_layer_guards_the_webhook_only()
 }
 
 #[tokio::test]
+async fn a_get_on_the_webhook_route_answers_405() {
+    let server = start().await;
+    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    let request = Request::get(format!("http://{}/webhooks/sangho", server.addr))
+        .body(Full::default())
+        .unwrap();
+    let response = client.request(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(response.headers()[http::header::ALLOW], "POST");
+
+    server.stop.send(()).unwrap();
+    server.task.await.unwrap().unwrap();
+}
+
+#[tokio::test]
 async fn concurrent_redeliveries_are_processed_once() {
     let server = start().await;
     let deliveries = (0..20).map(|_| tokio::spawn(post(server.addr, signed("evt_tonic_burst"))));
