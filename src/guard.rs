@@ -1,20 +1,20 @@
 //! The claim guard: every store call of one delivery, each under its deadline; the handler run
-//! in a task of its own, detached from the provider's connection, while the claim is renewed
-//! from another task; and the claim settled whatever happens to the delivery.
+//! to its end whatever the provider's connection does, while the layer's renewer renews the
+//! claim from another task; and the claim settled whatever happens to the delivery.
 
 use std::{
+    any::Any,
     future::{Future, poll_fn},
+    panic::AssertUnwindSafe,
     pin::{Pin, pin},
-    sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
-    },
-    task::Poll,
+    sync::Arc,
+    task::{Context, Poll},
     time::Duration,
 };
 
 use http::Response;
-use tokio::time::{Instant, sleep, sleep_until, timeout};
+use tokio::time::{Instant, sleep, timeout};
+use tokio_util::task::task_tracker::TaskTrackerToken;
 use tracing::Instrument;
 
 use crate::{
@@ -22,21 +22,21 @@ use crate::{
     error_chain::ErrorChain,
     event::{DeliveryClaim, SharedText},
     layer::Config,
+    renewal::{Renewals, later},
     store::{Claim, ClaimToken, StoreError},
 };
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
-/// After the store refused a renewal, the next one is tried this soon (or at the next period,
-/// if that comes first): when the store comes back, the claim is recorded again at once.
-const RENEWAL_RETRY: Duration = Duration::from_secs(1);
+/// What a handler's run gave: its output, or the payload of its panic.
+type HandlerOutput<B, E> = Result<Result<Response<B>, E>, Box<dyn Any + Send>>;
 
 /// One delivery's claim on one event: the event, the token the layer drew for it, and the
 /// settings. Cheap to clone into a background task.
 #[derive(Clone)]
-struct ClaimOf {
-    config: Arc<Config>,
-    event_id: SharedText,
+pub(crate) struct ClaimOf {
+    pub(crate) config: Arc<Config>,
+    pub(crate) event_id: SharedText,
     event_type: SharedText,
     token: ClaimToken,
     /// What the handler sees of the claim; set before the handler is called.
@@ -86,6 +86,8 @@ pub(crate) struct ClaimGuard {
     /// The claim, while its answer has not come: dropped with the guard, it is finished in the
     /// background, so that it never lands after its own release.
     unanswered: Option<BoxFuture<Result<Claim, StoreError>>>,
+    /// The claim's renewals, while the handler runs.
+    renewals: Option<Renewals>,
 }
 
 impl ClaimGuard {
@@ -102,6 +104,7 @@ impl ClaimGuard {
             },
             on_drop: OnDrop::Nothing,
             unanswered: None,
+            renewals: None,
         }
     }
 
@@ -146,42 +149,53 @@ impl ClaimGuard {
         answer
     }
 
-    /// Runs the handler in a task of its own and settles the claim with its answer.
+    /// Runs the handler and settles the claim with its answer.
     ///
     /// The handler and the settlement run to their end whether or not this future is polled
-    /// to its own: when the provider hangs up, the handler keeps running, its claim renewed,
-    /// and its answer completes or releases the event as usual. The claim is renewed from
-    /// another task than the handler's, so a handler that blocks its thread (on a
-    /// multi-threaded runtime) is still renewed.
-    pub(crate) async fn process<F, B, E>(self, handler: F) -> Processed<B, E>
-    where
-        F: Future<Output = Result<Response<B>, E>> + Send + 'static,
-        B: Send + 'static,
-        E: Send + 'static,
-    {
-        let tasks = self.claim.config.tasks.clone();
-        let hang_up = HangUp(Some(self.claim.event_id.clone()));
-        let supervisor = tasks.spawn(self.supervise(handler).in_current_span());
-        // An error means the runtime is shutting down: the guard, dropped with the task,
-        // released the claim.
-        let processed = supervisor.await.unwrap_or(Processed::Panicked);
-        hang_up.answered();
-        processed
-    }
-
-    /// The handler's run, from another task than the handler's: renewals, then settlement.
-    async fn supervise<F, B, E>(mut self, handler: F) -> Processed<B, E>
+    /// to its own: when the provider hangs up, the handler is moved to a task of its own and
+    /// keeps running, its claim renewed, and its answer completes or releases the event as
+    /// usual. The claim is renewed by the layer's renewer, another task than the handler's, so
+    /// a handler that blocks its thread (on a multi-threaded runtime) is still renewed.
+    pub(crate) async fn process<F, B, E>(mut self, handler: F) -> Processed<B, E>
     where
         F: Future<Output = Result<Response<B>, E>> + Send + 'static,
         B: Send + 'static,
         E: Send + 'static,
     {
         let config = self.claim.config.clone();
+        let limit = config.max_processing_time;
+        let (renewals, started) = config.renewer.register(self.claim.clone(), limit);
+        self.renewals = Some(renewals);
+        if started {
+            tokio::task::yield_now().await;
+        }
+        let mut running = Running {
+            handler: Some(Box::pin(handler)),
+            guard: Some(self),
+            _running: config.tasks.token(),
+        };
+        let output = poll_fn(|cx| running.poll_handler(cx)).await;
+        let guard = running
+            .guard
+            .take()
+            .expect("the guard until the handler answers");
+        guard.settle(output).await
+    }
+
+    /// Settles the claim with the handler's answer: a 2xx completes the event, anything else
+    /// releases it. A renewal on its way lands first.
+    async fn settle<B, E>(mut self, output: HandlerOutput<B, E>) -> Processed<B, E> {
         let event_id = self.claim.event_id.clone();
-        let handler = config.tasks.spawn(handler.in_current_span());
-        let output = renewing(&self.claim, config.max_processing_time, handler).await;
+        let succeeded = matches!(&output, Ok(Ok(response)) if response.status().is_success());
+        self.on_drop = match succeeded {
+            true => OnDrop::Complete,
+            false => OnDrop::Release,
+        };
+        if let Some(renewals) = self.renewals.take() {
+            renewals.withdraw().await;
+        }
         match output {
-            Ok(Ok(response)) if response.status().is_success() => {
+            Ok(Ok(response)) if succeeded => {
                 let outcome = match self.complete().await {
                     Completion::Completed => {
                         tracing::debug!(%event_id, "processed and recorded as completed");
@@ -210,10 +224,9 @@ impl ClaimGuard {
                 self.release().await;
                 Processed::Failed(error)
             }
-            Err(error) => {
+            Err(_panic) => {
                 tracing::error!(
                     %event_id,
-                    error = %error,
                     "the handler panicked; releasing the claim for the next delivery"
                 );
                 self.release().await;
@@ -263,6 +276,7 @@ impl Drop for ClaimGuard {
     fn drop(&mut self) {
         let on_drop = std::mem::replace(&mut self.on_drop, OnDrop::Nothing);
         let unanswered = self.unanswered.take();
+        let renewals = self.renewals.take();
         if on_drop == OnDrop::Nothing && unanswered.is_none() {
             return;
         }
@@ -286,6 +300,9 @@ impl Drop for ClaimGuard {
             if let Some(unanswered) = unanswered {
                 return claim.release_when_answered(unanswered).await;
             }
+            if let Some(renewals) = renewals {
+                renewals.withdraw().await;
+            }
             match on_drop {
                 OnDrop::Complete => claim.complete_with_retries().await,
                 _ => claim.release().await,
@@ -296,26 +313,77 @@ impl Drop for ClaimGuard {
     }
 }
 
-/// Logs, when dropped before [`answered`](Self::answered), that the provider went away
-/// while its delivery's handler ran.
-struct HangUp(Option<SharedText>);
+/// A handler run in its delivery's future. Dropped before the handler answered (the provider
+/// hung up), it moves the handler and its claim to a task of the layer's, where the handler
+/// runs to its end and its answer settles the claim.
+struct Running<F, B, E>
+where
+    F: Future<Output = Result<Response<B>, E>> + Send + 'static,
+    B: Send + 'static,
+    E: Send + 'static,
+{
+    handler: Option<Pin<Box<F>>>,
+    guard: Option<ClaimGuard>,
+    /// Counts this run among those `drain` waits for.
+    _running: TaskTrackerToken,
+}
 
-impl HangUp {
-    fn answered(mut self) {
-        self.0 = None;
+impl<F, B, E> Running<F, B, E>
+where
+    F: Future<Output = Result<Response<B>, E>> + Send + 'static,
+    B: Send + 'static,
+    E: Send + 'static,
+{
+    /// Polls the handler, catching its panic.
+    fn poll_handler(&mut self, cx: &mut Context<'_>) -> Poll<HandlerOutput<B, E>> {
+        let handler = self.handler.as_mut().expect("polled until it answers");
+        let output = poll_caught(handler.as_mut(), cx);
+        if output.is_ready() {
+            self.handler = None;
+        }
+        output
     }
 }
 
-impl Drop for HangUp {
+impl<F, B, E> Drop for Running<F, B, E>
+where
+    F: Future<Output = Result<Response<B>, E>> + Send + 'static,
+    B: Send + 'static,
+    E: Send + 'static,
+{
     fn drop(&mut self) {
-        if let Some(event_id) = self.0.take() {
-            tracing::warn!(
-                %event_id,
-                outcome = "hung_up",
-                "the provider went away before the answer; the handler keeps running, and its \
-                 answer completes or releases the event"
-            );
-        }
+        let (Some(handler), Some(guard)) = (self.handler.take(), self.guard.take()) else {
+            return;
+        };
+        let event_id = &guard.claim.event_id;
+        tracing::warn!(
+            %event_id,
+            outcome = "hung_up",
+            "the provider went away before the answer; the handler keeps running, and its \
+             answer completes or releases the event"
+        );
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let tasks = guard.claim.config.tasks.clone();
+        let run_on = async move {
+            let mut handler = handler;
+            let output = poll_fn(|cx| poll_caught(handler.as_mut(), cx)).await;
+            let _ = guard.settle(output).await;
+        };
+        tasks.spawn_on(run_on.in_current_span(), &runtime);
+    }
+}
+
+/// Polls `future`, turning a panic into its payload.
+fn poll_caught<F: Future + ?Sized>(
+    future: Pin<&mut F>,
+    cx: &mut Context<'_>,
+) -> Poll<Result<F::Output, Box<dyn Any + Send>>> {
+    match std::panic::catch_unwind(AssertUnwindSafe(|| future.poll(cx))) {
+        Ok(Poll::Ready(output)) => Poll::Ready(Ok(output)),
+        Ok(Poll::Pending) => Poll::Pending,
+        Err(panic) => Poll::Ready(Err(panic)),
     }
 }
 
@@ -376,7 +444,7 @@ impl ClaimOf {
         }
     }
 
-    async fn renew(&self, limit: Duration) -> Result<bool, StoreError> {
+    pub(crate) async fn renew(&self, limit: Duration) -> Result<bool, StoreError> {
         let store = &self.config.store;
         let renew = store.renew(
             self.event_id.as_str(),
@@ -388,13 +456,13 @@ impl ClaimOf {
     }
 
     /// Whether the handler's own transaction holds the completion (and its row's lock).
-    fn completion_held(&self) -> bool {
+    pub(crate) fn completion_held(&self) -> bool {
         self.delivery
             .as_ref()
             .is_some_and(DeliveryClaim::completion_held)
     }
 
-    fn taken_over(&self, operation: &str) {
+    pub(crate) fn taken_over(&self, operation: &str) {
         tracing::error!(
             event_id = %self.event_id,
             operation,
@@ -438,130 +506,10 @@ impl ClaimOf {
                 backoff = (backoff * 2).min(Duration::from_secs(5));
             }
         };
-        renewing(&self, limit, retries).await;
+        let (renewals, _) = self.config.renewer.register(self.clone(), limit);
+        retries.await;
+        renewals.withdraw().await;
     }
-}
-
-/// Runs `work`, renewing `claim` every third of the lease for at most `limit`. A renewal
-/// already sent when `work` ends is awaited before this returns, so that the settlement that
-/// follows (a release) never runs before it.
-async fn renewing<F: Future>(claim: &ClaimOf, limit: Duration, work: F) -> F::Output {
-    let mut work = pin!(work);
-    // Work that is ready at its first poll never starts the renewals.
-    if let Poll::Ready(output) = poll_once(work.as_mut()).await {
-        return output;
-    }
-    let (renewal_sent, finished) = (AtomicBool::new(false), AtomicBool::new(false));
-    let mut renewals = pin!(renew_periodically(claim, limit, &renewal_sent, &finished));
-    let mut renewing = true;
-    let output = poll_fn(|cx| {
-        if let Poll::Ready(output) = work.as_mut().poll(cx) {
-            return Poll::Ready(output);
-        }
-        if renewing && renewals.as_mut().poll(cx).is_ready() {
-            renewing = false;
-        }
-        Poll::Pending
-    })
-    .await;
-    if renewing && renewal_sent.load(Ordering::Acquire) {
-        // No renewal is sent after this one: it returns once it is answered.
-        finished.store(true, Ordering::Release);
-        renewals.await;
-    }
-    output
-}
-
-/// Renews `claim` every third of the lease, counted from when each renewal was sent, for
-/// `limit`; stops early when the claim was taken over. Each renewal may take what remains of
-/// the lease (the store timeout at most): one that cannot land before the lease ends is of no
-/// use. After a failure, the next renewal comes at once (a timeout) or within a second (an
-/// error), so that the claim is recorded again as soon as the store is back. `sent` is set
-/// while a renewal waits for its answer; once `finished` is set, it returns after the renewal
-/// under way instead of sending another.
-async fn renew_periodically(
-    claim: &ClaimOf,
-    limit: Duration,
-    sent: &AtomicBool,
-    finished: &AtomicBool,
-) {
-    let config = &claim.config;
-    let period = config.lease / 3;
-    let start = Instant::now();
-    let stop = later(start, limit);
-    let mut lease_ends = later(start, config.lease);
-    let mut next = later(start, period);
-    let mut failures = 0_u32;
-    loop {
-        if next >= stop {
-            sleep_until(stop).await;
-            tracing::error!(
-                event_id = %claim.event_id,
-                max_processing_time = ?limit,
-                "still processing after the maximum processing time: no longer renewing the \
-                 claim, so a redelivery after the lease may process the event again"
-            );
-            return;
-        }
-        sleep_until(next).await;
-        let now = Instant::now();
-        if claim.completion_held() {
-            // The handler's transaction holds the completion (and its row's lock): a renewal
-            // would wait on it. Renewals resume if that transaction does not commit.
-            next = later(now, period);
-            continue;
-        }
-        let remaining = lease_ends.saturating_duration_since(now);
-        let deadline = match remaining.is_zero() {
-            true => config.store_timeout,
-            false => remaining.min(config.store_timeout),
-        };
-        sent.store(true, Ordering::Release);
-        let renewed = claim.renew(deadline).await;
-        sent.store(false, Ordering::Release);
-        if finished.load(Ordering::Acquire) {
-            return;
-        }
-        match renewed {
-            Ok(true) => {
-                if failures > 0 {
-                    tracing::warn!(
-                        event_id = %claim.event_id,
-                        failures,
-                        "the claim is renewed again after failed renewals"
-                    );
-                }
-                tracing::trace!(event_id = %claim.event_id, "claim renewed");
-                failures = 0;
-                lease_ends = later(now, config.lease);
-                next = later(now, period);
-            }
-            Ok(false) => return claim.taken_over("renew"),
-            Err(error) => {
-                failures += 1;
-                tracing::error!(
-                    event_id = %claim.event_id,
-                    error = %ErrorChain(&error),
-                    lease_remaining = ?lease_ends.saturating_duration_since(Instant::now()),
-                    "could not renew the claim; retrying"
-                );
-                // A renewal that ran out of time is sent again at once (it already waited);
-                // one the store refused, within a second.
-                next = match error {
-                    StoreError::Timeout(_) => Instant::now(),
-                    _ => later(Instant::now(), period.min(RENEWAL_RETRY)),
-                };
-            }
-        }
-    }
-}
-
-/// `start + duration`, or a time too far to matter when that overflows.
-fn later(start: Instant, duration: Duration) -> Instant {
-    const FAR: Duration = Duration::from_secs(100 * 365 * 86_400);
-    start
-        .checked_add(duration)
-        .unwrap_or_else(|| start + FAR.min(duration))
 }
 
 /// `operation`, failing with [`StoreError::Timeout`] after `limit`. An operation that is ready

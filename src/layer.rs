@@ -11,7 +11,7 @@ use tokio_util::task::TaskTracker;
 use tower_layer::Layer;
 
 use crate::{
-    Rejection, SanghoWebhook, rejection::RejectionResponse, signature::Secret,
+    Rejection, SanghoWebhook, rejection::RejectionResponse, renewal::Renewer, signature::Secret,
     store::IdempotencyStore,
 };
 
@@ -68,6 +68,8 @@ pub(crate) struct Config {
     /// The handlers still running and the background settlements, for
     /// [`SanghoWebhookLayer::drain`].
     pub(crate) tasks: TaskTracker,
+    /// Renews the claims of the handlers running.
+    pub(crate) renewer: Renewer,
 }
 
 /// The provider redelivers an event for up to 48 hours.
@@ -138,6 +140,7 @@ impl SanghoWebhookLayer {
                 clock: Arc::new(SystemTime::now),
                 store: Arc::new(store),
                 tasks: TaskTracker::new(),
+                renewer: Renewer::default(),
             },
         }
     }

@@ -16,8 +16,8 @@
 //!    handler, an event being processed by another delivery is answered 409 with
 //!    `Retry-After`, and a store failure 503 with `Retry-After` (fail closed: the provider
 //!    retries);
-//! 7. the handler is called with the body unchanged, in a task of its own, while the claim
-//!    is renewed every third of the lease from another task;
+//! 7. the handler is called with the body unchanged, while the layer's renewer, a task of
+//!    its own, renews the claim every third of the lease;
 //! 8. a 2xx answer completes the event (retried in the background if the store fails);
 //!    anything else (an error, a non-2xx, a panic, answered 500) releases it, so that the
 //!    next delivery processes it.
@@ -129,6 +129,7 @@ mod guard;
 mod layer;
 mod outcome;
 mod rejection;
+mod renewal;
 mod service;
 pub mod signature;
 pub mod store;

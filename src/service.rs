@@ -228,7 +228,7 @@ where
         }
     }
 
-    // 8. Call the handler with the event and the unchanged body, in a task of its own, and
+    // 8. Call the handler with the event and the unchanged body, and
     // 9. settle the claim with its answer, whether or not the provider is still listening.
     let mut request = Request::from_parts(parts, WebhookBody::new(event.raw().clone()));
     request
