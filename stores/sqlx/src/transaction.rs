@@ -72,11 +72,13 @@ impl<D: Dialect> SqlStore<D> {
     /// ([`DeliveryClaim::hold_completion`](sangho_webhook::DeliveryClaim::hold_completion)):
     /// the layer stops renewing it, so no renewal waits on the row the transaction has locked.
     /// Commit promptly: meanwhile another delivery of the same event waits for the commit
-    /// (PostgreSQL and MariaDB: the row's lock), then answers a duplicate or 409.
+    /// (PostgreSQL and MariaDB: the row's lock), then answers a duplicate or 409; it waits
+    /// at most the store's [lock timeout](SqlStore#lock-waits) (2 s by default), and is
+    /// answered 503 after that (the provider retries).
     ///
     /// **SQLite** runs one writer at a time, and holds its write lock for the whole
     /// transaction from its first write: while the handler's transaction is open, every other
-    /// delivery's claim (of any event) waits for it, up to the connection's busy timeout (3 s
+    /// delivery's claim (of any event) waits for it, up to the connection's busy timeout (2 s
     /// with `SqliteStore::connect`), and is answered 503 after that. Keep these transactions
     /// short.
     ///
