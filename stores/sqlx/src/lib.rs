@@ -29,6 +29,14 @@
 //!   cron, time-zone safe.
 //! - **Durable by default**: claims, renewals and completions wait for the database's disk
 //!   flush; see [`PostgresStore`]'s `with_asynchronous_claims` for the opt-out and its price.
+//! - **Bounded lock waits**: a claim or a renewal that waits for a lock held by another
+//!   transaction gives up after the store's lock timeout, 2 s by default
+//!   ([`SqlStore::LOCK_TIMEOUT`]; PostgreSQL `lock_timeout` and MariaDB
+//!   `innodb_lock_wait_timeout` set in the statement itself, SQLite the busy timeout), and the
+//!   layer answers 503. It must stay below the layer's store timeout (5 s by default, minus
+//!   the pool's 3 s acquire timeout): a claim the layer gave up on while it still waited would
+//!   otherwise land after the layer released it, and block the event with 409 for a whole
+//!   lease. See [Lock waits](SqlStore#lock-waits).
 //!
 //! ```
 //! use std::time::Duration;
@@ -91,9 +99,9 @@ pub use transaction::{CompleteInError, HeldCompletion};
 
 /// The idempotency store over PostgreSQL (feature `postgres`): durable, and shared by every
 /// replica that uses the same database. See [`SqlStore`] for how it works, and the
-/// [`connect`](SqlStore::<dialect::Postgres>::connect) and
-/// [`with_asynchronous_claims`](SqlStore::<dialect::Postgres>::with_asynchronous_claims) of
-/// this dialect.
+/// [`connect`](SqlStore::<dialect::Postgres>::connect),
+/// [`with_asynchronous_claims`](SqlStore::<dialect::Postgres>::with_asynchronous_claims) and
+/// [`with_lock_timeout`](SqlStore::<dialect::Postgres>::with_lock_timeout) of this dialect.
 ///
 /// ```no_run
 /// use std::time::Duration;
@@ -121,8 +129,11 @@ pub type PostgresStore = SqlStore<dialect::Postgres>;
 /// writer waits for the previous one instead of failing with `database is locked`):
 /// [`connect`](SqlStore::<dialect::Sqlite>::connect) sets both,
 /// [`migrate`](SqlStore::migrate) switches the file to WAL, and a pool you build yourself
-/// needs a busy timeout (sqlx's default is 5 seconds). Times come from SQLite's clock (this
-/// machine's).
+/// needs a busy timeout. The busy timeout is also the store's bound on lock waits (see
+/// [Lock waits](SqlStore#lock-waits)): keep it below the layer's store timeout minus the
+/// pool's acquire timeout; sqlx's default of 5 seconds is too long, `connect` sets
+/// [`BUSY_TIMEOUT`](SqlStore::<dialect::Sqlite>::BUSY_TIMEOUT), 2 seconds. Times come from
+/// SQLite's clock (this machine's).
 ///
 /// ```
 /// use std::time::Duration;
@@ -139,7 +150,7 @@ pub type PostgresStore = SqlStore<dialect::Postgres>;
 ///     .filename(path)
 ///     .create_if_missing(true)
 ///     .journal_mode(SqliteJournalMode::Wal)
-///     .busy_timeout(Duration::from_secs(3));
+///     .busy_timeout(Duration::from_secs(2));
 /// let pool = SqlitePoolOptions::new()
 ///     .acquire_timeout(Duration::from_secs(3))
 ///     .connect_with(options)
@@ -152,8 +163,10 @@ pub type PostgresStore = SqlStore<dialect::Postgres>;
 pub type SqliteStore = SqlStore<dialect::Sqlite>;
 
 /// The idempotency store over MariaDB 10.5 or later (feature `mariadb`): durable, and shared by
-/// every replica that uses the same database. See [`SqlStore`] for how it works. MySQL is not
-/// supported: the statements need `INSERT … RETURNING`, which only MariaDB has.
+/// every replica that uses the same database. See [`SqlStore`] for how it works, and the
+/// [`connect`](SqlStore::<dialect::MariaDb>::connect) and
+/// [`with_lock_timeout`](SqlStore::<dialect::MariaDb>::with_lock_timeout) of this dialect.
+/// MySQL is not supported: the statements need `INSERT … RETURNING`, which only MariaDB has.
 ///
 /// `event_id` is ASCII compared byte for byte (event ids are case-sensitive); every time is
 /// the server's `UTC_TIMESTAMP(6)`, whatever its time zone.

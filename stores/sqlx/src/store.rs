@@ -48,10 +48,42 @@ use crate::{
 /// the host running the application (SQLite runs in its process). A forward step of that
 /// clock expires live claims at once: run NTP with slewing, never stepping a running host's
 /// clock.
+///
+/// # Lock waits
+///
+/// A claim or a renewal waits while another transaction holds the event's row (PostgreSQL,
+/// MariaDB: a handler's transaction with [`complete_in`](Self::complete_in), an operator's
+/// `SELECT … FOR UPDATE`, a migration's table lock) or the database's write lock (SQLite, one
+/// writer at a time). It waits at most the store's **lock timeout**,
+/// [`LOCK_TIMEOUT`](Self::LOCK_TIMEOUT) (2 s) by default, then fails having changed nothing,
+/// and the layer answers 503 (the provider retries). A claim that the database aborts on a
+/// serialization failure or a deadlock is still answered as in flight (409): it lost a race
+/// for the event.
+///
+/// | database | the bound | setting |
+/// | --- | --- | --- |
+/// | PostgreSQL | `lock_timeout`, for the statement's own transaction, set inside the statement (`set_config(…, true)`): no extra round trip, the session is left alone | `PostgresStore::with_lock_timeout` |
+/// | MariaDB | `SET STATEMENT innodb_lock_wait_timeout = …, lock_wait_timeout = … FOR …` (whole seconds, rounded up) | `MariaDbStore::with_lock_timeout` |
+/// | SQLite | the connection's busy timeout | `SqliteStore::connect` and `SqliteStore::connect_options` set `BUSY_TIMEOUT`, 2 s; on a pool of your own, its `busy_timeout` |
+///
+/// **Keep it below the layer's store timeout** (`with_store_timeout`, 5 s by default), with
+/// room for the pool's acquire timeout ([`ACQUIRE_TIMEOUT`](Self::ACQUIRE_TIMEOUT), 3 s with
+/// `connect`): lock timeout plus acquire timeout at most the store timeout. The layer gives up
+/// on a store call at its store timeout, answers 503 and releases the claim; but a statement
+/// it gave up on still runs in the database. A claim still waiting for a lock would then land
+/// after that release, as an in-flight claim nobody owns, and every delivery of the event
+/// would get 409 until its lease (30 s by default) ran out; a renewal still waiting would
+/// re-create the claim its owner had just released. Bounded below the store timeout, such a
+/// statement fails in the database before the layer gives up on it.
+///
+/// Completions and releases wait as long as the lock is held: a completion that lands late
+/// records what happened, a release that lands late removes only its own claim, and
+/// [`complete_in`](Self::complete_in) runs in your transaction, under your session's settings.
 pub struct SqlStore<D: Dialect> {
     pool: Pool<D::Database>,
     table: TableName,
     synchronous_claims: bool,
+    lock_timeout: Duration,
     adopted_retention: Duration,
     queries: Arc<Queries>,
 }
@@ -67,14 +99,34 @@ struct Queries {
 }
 
 impl Queries {
-    fn new<D: Dialect>(table: &TableName, synchronous_claims: bool) -> Self {
+    fn new<D: Dialect>(
+        table: &TableName,
+        synchronous_claims: bool,
+        lock_timeout: Duration,
+    ) -> Self {
         let statements = D::STATEMENTS;
         let commit = if synchronous_claims {
             "NULL"
         } else {
             statements.asynchronous_commit
         };
-        let sql = |template: &str, commit: &str| table.sql(&template.replace("{commit}", commit));
+        let lock_timeout = statements
+            .lock_timeout
+            .replace(
+                "{milliseconds}",
+                &whole(lock_timeout, Duration::from_millis(1), MAX_LOCK_TIMEOUT_MS).to_string(),
+            )
+            .replace(
+                "{seconds}",
+                &whole(lock_timeout, Duration::from_secs(1), MAX_LOCK_TIMEOUT_S).to_string(),
+            );
+        let sql = |template: &str, commit: &str| {
+            table.sql(
+                &template
+                    .replace("{commit}", commit)
+                    .replace("{lock_timeout}", &lock_timeout),
+            )
+        };
         Self {
             claim: sql(statements.claim, commit),
             renew: sql(statements.renew, commit),
@@ -86,12 +138,27 @@ impl Queries {
     }
 }
 
+/// The longest lock timeout PostgreSQL accepts, in milliseconds (`INT_MAX`).
+const MAX_LOCK_TIMEOUT_MS: u64 = i32::MAX as u64;
+
+/// The longest lock timeout written for MariaDB, in seconds: a year, the largest
+/// `lock_wait_timeout` it accepts.
+const MAX_LOCK_TIMEOUT_S: u64 = 365 * 24 * 3600;
+
+/// `duration` in whole `unit`s, rounded up: at least 1 (a zero timeout would mean no bound, or
+/// no wait at all), at most `max`.
+fn whole(duration: Duration, unit: Duration, max: u64) -> u64 {
+    let units = duration.as_nanos().div_ceil(unit.as_nanos());
+    u64::try_from(units).unwrap_or(u64::MAX).clamp(1, max)
+}
+
 impl<D: Dialect> Clone for SqlStore<D> {
     fn clone(&self) -> Self {
         Self {
             pool: self.pool.clone(),
             table: self.table.clone(),
             synchronous_claims: self.synchronous_claims,
+            lock_timeout: self.lock_timeout,
             adopted_retention: self.adopted_retention,
             queries: self.queries.clone(),
         }
@@ -104,6 +171,7 @@ impl<D: Dialect> fmt::Debug for SqlStore<D> {
             .field("database", &<D::Database as sqlx::Database>::NAME)
             .field("table", &self.table)
             .field("synchronous_claims", &self.synchronous_claims)
+            .field("lock_timeout", &self.lock_timeout)
             .field("adopted_retention", &self.adopted_retention)
             .finish_non_exhaustive()
     }
@@ -116,6 +184,12 @@ impl<D: Dialect> SqlStore<D> {
 
     /// How many connections the pool of the store's `connect` opens at most.
     pub const MAX_CONNECTIONS: u32 = D::MAX_CONNECTIONS;
+
+    /// How long a claim or a renewal waits for a lock held by another transaction before it
+    /// fails, by default: 2 seconds. With [`ACQUIRE_TIMEOUT`](Self::ACQUIRE_TIMEOUT) it adds
+    /// up to the layer's default store timeout (5 s), so that the layer never gives up on a
+    /// claim that is still waiting; see [Lock waits](Self#lock-waits).
+    pub const LOCK_TIMEOUT: Duration = Duration::from_secs(2);
 
     /// How many rows one batch of [`purge`](Self::purge) deletes at most (of each kind).
     pub const PURGE_BATCH: u64 = 1000;
@@ -132,22 +206,32 @@ impl<D: Dialect> SqlStore<D> {
     /// Build the pool with this crate's re-exported [`sqlx`](crate::sqlx), and give it an
     /// [`acquire_timeout`](sqlx::pool::PoolOptions::acquire_timeout) shorter than the layer's
     /// store timeout, so that an unreachable database surfaces as a store error. The store
-    /// leaves the pool's session settings as they are.
+    /// leaves the pool's session settings as they are. Its claims and renewals bound their own
+    /// lock waits by the [lock timeout](Self#lock-waits) (2 s), except on SQLite, where the
+    /// bound is the pool's busy timeout: set one below the layer's store timeout (sqlx's
+    /// default of 5 s is the layer's default store timeout, too long).
     pub fn new(pool: Pool<D::Database>) -> Self {
-        Self::with_settings(pool, TableName::default(), true)
-    }
-
-    pub(crate) fn with_settings(
-        pool: Pool<D::Database>,
-        table: TableName,
-        synchronous_claims: bool,
-    ) -> Self {
+        let (table, synchronous_claims, lock_timeout) =
+            (TableName::default(), true, Self::LOCK_TIMEOUT);
         Self {
-            queries: Arc::new(Queries::new::<D>(&table, synchronous_claims)),
+            queries: Arc::new(Queries::new::<D>(&table, synchronous_claims, lock_timeout)),
             pool,
             table,
             synchronous_claims,
+            lock_timeout,
             adopted_retention: Self::ADOPTED_RETENTION,
+        }
+    }
+
+    /// The store with its statements prepared again for its current settings.
+    fn prepared(self) -> Self {
+        Self {
+            queries: Arc::new(Queries::new::<D>(
+                &self.table,
+                self.synchronous_claims,
+                self.lock_timeout,
+            )),
+            ..self
         }
     }
 
@@ -180,20 +264,27 @@ impl<D: Dialect> SqlStore<D> {
     /// Uses the (already checked) table `table`.
     #[must_use]
     pub fn with_table(self, table: TableName) -> Self {
-        Self {
-            queries: Arc::new(Queries::new::<D>(&table, self.synchronous_claims)),
-            table,
-            ..self
-        }
+        Self { table, ..self }.prepared()
     }
 
     #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) fn set_synchronous_claims(self, synchronous: bool) -> Self {
         Self {
-            queries: Arc::new(Queries::new::<D>(&self.table, synchronous)),
             synchronous_claims: synchronous,
             ..self
         }
+        .prepared()
+    }
+
+    /// Bounds the lock waits of claims and renewals by `timeout` (see
+    /// [Lock waits](Self#lock-waits)), for the dialects that set it in the statement.
+    #[cfg_attr(not(any(feature = "postgres", feature = "mariadb")), allow(dead_code))]
+    pub(crate) fn set_lock_timeout(self, timeout: Duration) -> Self {
+        Self {
+            lock_timeout: timeout,
+            ..self
+        }
+        .prepared()
     }
 
     /// The pool.
@@ -362,7 +453,8 @@ impl<D: Dialect> IdempotencyStore for SqlStore<D> {
             Ok(None) => "in_flight".to_owned(),
             // The database aborted the claim to resolve a conflict with a concurrent one (a
             // serialization failure under a stricter isolation level than READ COMMITTED, or
-            // a deadlock): another delivery is claiming the event right now.
+            // a deadlock): another delivery is claiming the event right now. A lock wait that
+            // ran out of the store's lock timeout is not one: it is a store error (503).
             Err(sqlx::Error::Database(error)) if D::is_conflict(&*error) => {
                 tracing::debug!(event_id, %error, "a concurrent claim won the row");
                 return Ok(Claim::InFlight);
@@ -416,5 +508,65 @@ impl<D: Dialect> IdempotencyStore for SqlStore<D> {
     async fn release(&self, event_id: &str, token: &ClaimToken) -> Result<bool, StoreError> {
         let binds = [Bind::Text(event_id), Bind::Text(token.as_str())];
         self.owned(&self.queries.release, &binds, token).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{MAX_LOCK_TIMEOUT_MS, MAX_LOCK_TIMEOUT_S, whole};
+
+    #[test]
+    fn lock_timeouts_round_up_to_whole_units_of_at_least_one() {
+        let (ms, s) = (Duration::from_millis(1), Duration::from_secs(1));
+        assert_eq!(whole(Duration::from_secs(2), ms, MAX_LOCK_TIMEOUT_MS), 2000);
+        assert_eq!(
+            whole(Duration::from_micros(1500), ms, MAX_LOCK_TIMEOUT_MS),
+            2
+        );
+        assert_eq!(whole(Duration::ZERO, ms, MAX_LOCK_TIMEOUT_MS), 1);
+        assert_eq!(whole(Duration::from_millis(1500), s, MAX_LOCK_TIMEOUT_S), 2);
+        assert_eq!(whole(Duration::from_millis(1), s, MAX_LOCK_TIMEOUT_S), 1);
+        assert_eq!(
+            whole(Duration::MAX, ms, MAX_LOCK_TIMEOUT_MS),
+            i32::MAX as u64
+        );
+        assert_eq!(
+            whole(Duration::MAX, s, MAX_LOCK_TIMEOUT_S),
+            MAX_LOCK_TIMEOUT_S
+        );
+    }
+
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn postgres_claims_and_renewals_set_their_own_lock_timeout() {
+        let queries = super::Queries::new::<crate::dialect::Postgres>(
+            &crate::TableName::default(),
+            true,
+            Duration::from_millis(1500),
+        );
+        let bound = "set_config('lock_timeout', '1500ms', true)";
+        assert!(queries.claim.contains(bound), "{}", queries.claim);
+        assert!(queries.renew.contains(bound), "{}", queries.renew);
+        for unbounded in [&queries.complete, &queries.release, &queries.state] {
+            assert!(!unbounded.contains("lock_timeout"), "{unbounded}");
+        }
+    }
+
+    #[cfg(feature = "mariadb")]
+    #[test]
+    fn mariadb_claims_and_renewals_set_their_own_lock_wait_timeouts() {
+        let queries = super::Queries::new::<crate::dialect::MariaDb>(
+            &crate::TableName::default(),
+            true,
+            Duration::from_millis(1500),
+        );
+        let bound = "SET STATEMENT innodb_lock_wait_timeout = 2, lock_wait_timeout = 2 FOR\nINSERT";
+        assert!(queries.claim.starts_with(bound), "{}", queries.claim);
+        assert!(queries.renew.starts_with(bound), "{}", queries.renew);
+        for unbounded in [&queries.complete, &queries.release, &queries.state] {
+            assert!(!unbounded.contains("lock_wait_timeout"), "{unbounded}");
+        }
     }
 }

@@ -73,12 +73,15 @@ impl<D: Dialect> SqlStore<D> {
     /// the layer stops renewing it, so no renewal waits on the row the transaction has locked.
     /// Commit with the returned [`HeldCompletion::commit`]. If the transaction rolls back or
     /// its commit fails, the dropped [`HeldCompletion`] gives the claim back to the layer's
-    /// renewals, so the handler can retry its transaction under a live claim. Commit promptly: meanwhile another delivery of the same event waits for the commit
-    /// (PostgreSQL and MariaDB: the row's lock), then answers a duplicate or 409.
+    /// renewals, so the handler can retry its transaction under a live claim. Commit promptly:
+    /// meanwhile another delivery of the same event waits for the commit (PostgreSQL and
+    /// MariaDB: the row's lock), then answers a duplicate or 409; it waits at most the store's
+    /// [lock timeout](SqlStore#lock-waits) (2 s by default), and is answered 503 after that
+    /// (the provider retries).
     ///
     /// **SQLite** runs one writer at a time, and holds its write lock for the whole
     /// transaction from its first write: while the handler's transaction is open, every other
-    /// delivery's claim (of any event) waits for it, up to the connection's busy timeout (3 s
+    /// delivery's claim (of any event) waits for it, up to the connection's busy timeout (2 s
     /// with `SqliteStore::connect`), and is answered 503 after that. Keep these transactions
     /// short.
     ///

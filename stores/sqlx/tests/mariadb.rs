@@ -184,3 +184,85 @@ async fn purge_of_a_backlog_beside_32_claimers_fails_no_claim() {
     let store = mariadb_store("backlog", 40).await;
     bodies::purge_of_a_backlog_beside_32_claimers_fails_no_claim(&store.store).await;
 }
+
+/// Another session's open transaction that holds the row of `id` in `table` (`SELECT … FOR
+/// UPDATE`).
+async fn lock_row(table: &str, id: &str) -> sangho_webhook_sqlx::sqlx::mysql::MySqlConnection {
+    use sangho_webhook_sqlx::sqlx::{
+        self, AssertSqlSafe, Connection, Executor, mysql::MySqlConnection,
+    };
+    let mut other = MySqlConnection::connect(&common::mariadb_url())
+        .await
+        .unwrap();
+    other.execute("BEGIN").await.unwrap();
+    sqlx::query(AssertSqlSafe(format!(
+        "SELECT event_id FROM {table} WHERE event_id = ? FOR UPDATE"
+    )))
+    .bind(id)
+    .fetch_one(&mut other)
+    .await
+    .expect("lock the event's row");
+    other
+}
+
+/// Ends the transaction of [`lock_row`].
+async fn unlock_row(mut other: sangho_webhook_sqlx::sqlx::mysql::MySqlConnection) {
+    use sangho_webhook_sqlx::sqlx::{Connection, Executor};
+    other.execute("COMMIT").await.unwrap();
+    other.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MariaDB: run with --features mariadb -- --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn a_claim_that_waits_on_a_row_lock_never_lands_after_its_503() {
+    let store = mariadb_store("rowlock", 1).await;
+    let table = store.table().as_str().to_owned();
+    let id = sangho_webhook::testing::conformance::unique_event_id("rowlock");
+    bodies::a_claim_that_waits_on_a_lock_never_lands_after_its_503(
+        store,
+        &id,
+        || lock_row(&table, &id),
+        unlock_row,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MariaDB: run with --features mariadb -- --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn a_renewal_that_waits_on_a_row_lock_gives_up_after_the_lock_timeout() {
+    let store = mariadb_store("renewlock", 2).await;
+    let table = store.table().as_str().to_owned();
+    let id = sangho_webhook::testing::conformance::unique_event_id("renewlock");
+    bodies::a_renewal_that_waits_on_a_lock_gives_up_after_the_lock_timeout(
+        store,
+        &id,
+        || lock_row(&table, &id),
+        unlock_row,
+    )
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs MariaDB: run with --features mariadb -- --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn claims_and_renewals_leave_the_session_lock_wait_timeouts_as_they_are() {
+    use sangho_webhook::store::IdempotencyStore as _;
+    use sangho_webhook_sqlx::sqlx;
+    let store = mariadb_store("session", 1).await;
+    let (before,): (String,) = sqlx::query_as(
+        "SELECT CONCAT(@@session.innodb_lock_wait_timeout, ' ', @@session.lock_wait_timeout)",
+    )
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    let id = sangho_webhook::testing::conformance::unique_event_id("session");
+    let token = acquire(&*store, &id, LONG).await;
+    assert!(store.renew(&id, common::TYPE, &token, LONG).await.unwrap());
+    let (after,): (String,) = sqlx::query_as(
+        "SELECT CONCAT(@@session.innodb_lock_wait_timeout, ' ', @@session.lock_wait_timeout)",
+    )
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    assert_eq!(after, before, "the session's own settings");
+    assert_ne!(after, "2 2", "not the statements' lock timeout");
+}

@@ -490,3 +490,76 @@ async fn a_handler_longer_than_the_lease_runs_once() {
     let store = postgres_store("slow", 4).await;
     bodies::a_handler_longer_than_the_lease_runs_once(store).await;
 }
+
+/// Another session's open transaction that holds the row of `id` in `table` (`SELECT … FOR
+/// UPDATE`).
+async fn lock_row(table: &str, id: &str) -> sqlx::PgConnection {
+    use sqlx::{Connection, Executor};
+    let mut other = sqlx::PgConnection::connect(&common::postgres_url())
+        .await
+        .unwrap();
+    other.execute("BEGIN").await.unwrap();
+    sqlx::query(AssertSqlSafe(format!(
+        "SELECT event_id FROM {table} WHERE event_id = $1 FOR UPDATE"
+    )))
+    .bind(id)
+    .fetch_one(&mut other)
+    .await
+    .expect("lock the event's row");
+    other
+}
+
+/// Ends the transaction of [`lock_row`].
+async fn unlock_row(mut other: sqlx::PgConnection) {
+    use sqlx::{Connection, Executor};
+    other.execute("COMMIT").await.unwrap();
+    other.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+async fn a_claim_that_waits_on_a_row_lock_never_lands_after_its_503() {
+    let store = postgres_store("rowlock", 1).await;
+    let table = store.table().as_str().to_owned();
+    let id = unique_event_id("rowlock");
+    bodies::a_claim_that_waits_on_a_lock_never_lands_after_its_503(
+        store,
+        &id,
+        || lock_row(&table, &id),
+        unlock_row,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+async fn a_renewal_that_waits_on_a_row_lock_gives_up_after_the_lock_timeout() {
+    let store = postgres_store("renewlock", 2).await;
+    let table = store.table().as_str().to_owned();
+    let id = unique_event_id("renewlock");
+    bodies::a_renewal_that_waits_on_a_lock_gives_up_after_the_lock_timeout(
+        store,
+        &id,
+        || lock_row(&table, &id),
+        unlock_row,
+    )
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+async fn claims_and_renewals_leave_the_session_lock_timeout_as_it_is() {
+    use sangho_webhook::store::IdempotencyStore as _;
+    let store = postgres_store("session", 1).await;
+    let id = unique_event_id("session");
+    let token = common::acquire(&*store, &id, common::LONG).await;
+    assert!(store.renew(&id, TYPE, &token, common::LONG).await.unwrap());
+    let (lock_timeout,): (String,) = sqlx::query_as("SHOW lock_timeout")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(
+        lock_timeout, "0",
+        "the session's own setting (the server's default)"
+    );
+}

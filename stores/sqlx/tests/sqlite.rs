@@ -7,9 +7,13 @@ mod common;
 use std::time::Duration;
 
 use common::{LONG, acquire, bodies, sqlite_store, sqlite_store_at};
+use sangho_webhook::testing::conformance::unique_event_id;
 use sangho_webhook_sqlx::{
     SqliteStore,
-    sqlx::{self, sqlite::SqlitePoolOptions},
+    sqlx::{
+        self, Connection, Executor,
+        sqlite::{SqliteConnection, SqlitePoolOptions},
+    },
 };
 
 sangho_webhook::idempotency_store_conformance!(async { sqlite_store(16).await });
@@ -194,4 +198,48 @@ async fn purge_of_a_backlog_beside_32_claimers_fails_no_claim() {
 async fn a_handler_longer_than_the_lease_runs_once() {
     let store = sqlite_store(4).await;
     bodies::a_handler_longer_than_the_lease_runs_once(store).await;
+}
+
+/// Another connection's open write transaction on the database file at `path` (`BEGIN
+/// IMMEDIATE`): it holds SQLite's write lock.
+async fn lock_database(path: &std::path::Path) -> SqliteConnection {
+    let mut writer = SqliteConnection::connect(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap();
+    writer.execute("BEGIN IMMEDIATE").await.unwrap();
+    writer
+}
+
+/// Ends the transaction of [`lock_database`].
+async fn unlock_database(mut writer: SqliteConnection) {
+    writer.execute("COMMIT").await.unwrap();
+    writer.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_that_waits_on_the_write_lock_never_lands_after_its_503() {
+    let store = sqlite_store(1).await;
+    let path = store.pool().connect_options().get_filename().to_owned();
+    let id = unique_event_id("writelock");
+    bodies::a_claim_that_waits_on_a_lock_never_lands_after_its_503(
+        store,
+        &id,
+        || lock_database(&path),
+        unlock_database,
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewal_that_waits_on_the_write_lock_gives_up_after_the_lock_timeout() {
+    let store = sqlite_store(2).await;
+    let path = store.pool().connect_options().get_filename().to_owned();
+    let id = unique_event_id("renewlock");
+    bodies::a_renewal_that_waits_on_a_lock_gives_up_after_the_lock_timeout(
+        store,
+        &id,
+        || lock_database(&path),
+        unlock_database,
+    )
+    .await;
 }

@@ -517,7 +517,8 @@ async fn renewal_never_waits_on_the_held_row<D: Business>(ctx: &Ctx<D>) {
             .expect("the transaction holds the completion")
             .unwrap()
             .forget();
-        // Within the hold, each waiting less than SQLite's busy timeout (3 s) for the commit.
+        // Within the hold, each waiting less than the store's lock timeout (2 s; on SQLite the
+        // busy timeout) for the commit.
         let redeliveries: Vec<_> = [1200, 2200]
             .into_iter()
             .map(|delay| {

@@ -26,7 +26,7 @@ impl Sealed for MariaDb {}
 /// assignments in order, so every condition still sees the old expiry. `UTC_TIMESTAMP(6)` is
 /// the statement's start: one clock reading.
 const CLAIM: &str = "\
-INSERT INTO {table} (event_id, event_type, processed_at, state, claim_token, expires_at)
+{lock_timeout}INSERT INTO {table} (event_id, event_type, processed_at, state, claim_token, expires_at)
 VALUES (?, ?, UTC_TIMESTAMP(6), 'in_flight', ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)
 ON DUPLICATE KEY UPDATE
     event_type = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(event_type), event_type),
@@ -44,7 +44,7 @@ RETURNING CASE WHEN state = 'completed' THEN 'completed'
 /// when the row had expired, so the last condition still reads the old owner and state, and
 /// `expires_at`, assigned last, is the old expiry in every condition.
 const RENEW: &str = "\
-INSERT INTO {table} (event_id, event_type, processed_at, state, claim_token, expires_at)
+{lock_timeout}INSERT INTO {table} (event_id, event_type, processed_at, state, claim_token, expires_at)
 VALUES (?, ?, UTC_TIMESTAMP(6), 'in_flight', ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)
 ON DUPLICATE KEY UPDATE
     event_type = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(event_type), event_type),
@@ -135,6 +135,9 @@ impl Dialect for MariaDb {
     const MAX_CONNECTIONS: u32 = 16;
     const STATEMENTS: Statements = Statements {
         asynchronous_commit: "NULL",
+        // Row locks (InnoDB) and table locks (a migration's `ALTER TABLE`, `LOCK TABLES`).
+        lock_timeout: "SET STATEMENT innodb_lock_wait_timeout = {seconds}, \
+                       lock_wait_timeout = {seconds} FOR\n",
         claim_binds: &[0, 1, 2, 3, 3],
         claim: CLAIM,
         renew: RENEW,
@@ -146,10 +149,10 @@ impl Dialect for MariaDb {
     const READS_STATE_OF_A_DUPLICATE: bool = false;
 
     fn is_conflict(error: &dyn DatabaseError) -> bool {
-        // ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT
+        // ER_LOCK_DEADLOCK. Not ER_LOCK_WAIT_TIMEOUT (1205): the claim's lock timeout ran out.
         error
             .try_downcast_ref::<MySqlDatabaseError>()
-            .is_some_and(|error| matches!(error.number(), 1213 | 1205))
+            .is_some_and(|error| error.number() == 1213)
     }
 
     async fn migrate(store: &SqlStore<Self>) -> Result<(), Error> {
@@ -263,8 +266,9 @@ impl SqlStore<MariaDb> {
     /// time zone UTC.
     ///
     /// On a pool of your own ([`new`](SqlStore::new)) the store leaves the session alone; a
-    /// claim that InnoDB aborts on a deadlock (error 1213) or a lock wait timeout (1205) lost a
-    /// race for the event and is answered as in flight (409), never as a store failure.
+    /// claim that InnoDB aborts on a deadlock (error 1213) lost a race for the event and is
+    /// answered as in flight (409), never as a store failure. A claim whose lock wait ran out
+    /// ([`with_lock_timeout`](Self::with_lock_timeout), error 1205) is a store failure (503).
     ///
     /// Durability is the server's: with InnoDB's default `innodb_flush_log_at_trx_commit = 1`
     /// every claim, renewal and completion is flushed to disk before it answers.
@@ -287,6 +291,25 @@ impl SqlStore<MariaDb> {
             .connect_with(options)
             .await?;
         Ok(Self::new(pool))
+    }
+
+    /// How long a claim or a renewal waits for a lock held by another transaction (the event's
+    /// row, or the table during a migration's `ALTER TABLE`) before it fails with error 1205;
+    /// the default is [`LOCK_TIMEOUT`](SqlStore::LOCK_TIMEOUT), 2 s. MariaDB counts these
+    /// waits in whole seconds: rounded up, at least 1 s.
+    ///
+    /// The claim and renew statements run as `SET STATEMENT innodb_lock_wait_timeout = …,
+    /// lock_wait_timeout = … FOR …`: still one round trip, on a pool of your own as on
+    /// [`connect`](Self::connect)'s, and the session's own settings (InnoDB's default is 50 s)
+    /// stay as they are for every other statement, your transactions included.
+    ///
+    /// Keep it below the layer's store timeout minus the pool's acquire timeout (5 s − 3 s
+    /// with the defaults): a claim the layer gave up on while it waited for a lock would
+    /// otherwise land after the layer released it, and block the event with 409 for a lease
+    /// (see [Lock waits](SqlStore#lock-waits)).
+    #[must_use]
+    pub fn with_lock_timeout(self, timeout: Duration) -> Self {
+        self.set_lock_timeout(timeout)
     }
 }
 

@@ -92,7 +92,8 @@ pub trait Dialect: sealed::Sealed + Send + Sync + Sized + 'static {
 
     /// Whether `error` says that the database aborted the statement to resolve a conflict
     /// between transactions (a serialization failure or a deadlock): the claim then lost a race
-    /// for the row, which is answered as in flight.
+    /// for the row, which is answered as in flight. A lock wait that ran out of time is not a
+    /// conflict: nothing says who holds the row, and the claim fails (503).
     #[doc(hidden)]
     fn is_conflict(error: &dyn DatabaseError) -> bool;
 
@@ -118,13 +119,19 @@ pub trait Dialect: sealed::Sealed + Send + Sync + Sized + 'static {
 
 /// A dialect's statement templates; `{table}` stands for the table name, `{commit}` for
 /// [`asynchronous_commit`](Self::asynchronous_commit) in a store with asynchronous claims and
-/// for `NULL` otherwise.
+/// for `NULL` otherwise, `{lock_timeout}` (in claim and renew) for
+/// [`lock_timeout`](Self::lock_timeout).
 #[doc(hidden)]
 #[derive(Debug, Clone, Copy)]
 pub struct Statements {
     /// An SQL expression that lowers the durability of its statement's own transaction, for
     /// the `{commit}` of asynchronous claims.
     pub asynchronous_commit: &'static str,
+    /// The SQL that bounds the lock waits of its statement by the store's lock timeout, where
+    /// the claim and renew templates say `{lock_timeout}`; in it `{milliseconds}` and
+    /// `{seconds}` stand for the timeout in whole units, rounded up (at least 1). Empty where
+    /// the bound is the connection's own (SQLite's busy timeout).
+    pub lock_timeout: &'static str,
     /// Which of (event id, event type, token, lease) [`claim`](Self::claim) binds, in order
     /// (`?` placeholders bind by position).
     pub claim_binds: &'static [usize],

@@ -17,17 +17,18 @@ pub struct Postgres;
 
 impl Sealed for Postgres {}
 
-/// Claim in one statement. The CTE inserts the claim, or takes over a row whose lease (or
-/// retention) has expired; when it did neither, the outer `SELECT` tells completed from in
+/// Claim in one statement. `settings` sets the statement's own commit mode and lock timeout
+/// before the insert reads its row. The CTE inserts the claim, or takes over a row whose lease
+/// (or retention) has expired; when it did neither, the outer `SELECT` tells completed from in
 /// flight. A row committed by a concurrent claim after this statement's snapshot is not seen by
 /// that `SELECT`: then no row comes back, which means in flight (the safe answer, a 409).
 const CLAIM: &str = "\
-WITH commit_mode AS (SELECT {commit}),
+WITH settings AS (SELECT {commit}, {lock_timeout}),
 acquired AS (
     INSERT INTO {table} AS e (event_id, event_type, processed_at, state, claim_token, expires_at)
     SELECT $1, $2, statement_timestamp(), 'in_flight', $3,
            statement_timestamp() + $4 * INTERVAL '1 microsecond'
-    FROM commit_mode
+    FROM settings
     ON CONFLICT (event_id) DO UPDATE
         SET event_type = EXCLUDED.event_type,
             processed_at = EXCLUDED.processed_at,
@@ -50,13 +51,14 @@ WHERE e.event_id = $1 AND NOT EXISTS (SELECT 1 FROM acquired)";
 
 /// Renew in one statement: extend the token's live claim, or record it again when the event has
 /// no live record. A live completion by the token is rewritten unchanged (the row comes back:
-/// `true`); another owner's live record is left alone (no row: `false`).
+/// `true`); another owner's live record is left alone (no row: `false`). `settings` as in
+/// [`CLAIM`].
 const RENEW: &str = "\
-WITH commit_mode AS (SELECT {commit})
+WITH settings AS (SELECT {commit}, {lock_timeout})
 INSERT INTO {table} AS e (event_id, event_type, processed_at, state, claim_token, expires_at)
 SELECT $1, $2, statement_timestamp(), 'in_flight', $3,
        statement_timestamp() + $4 * INTERVAL '1 microsecond'
-FROM commit_mode
+FROM settings
 ON CONFLICT (event_id) DO UPDATE
     SET event_type = CASE WHEN e.expires_at <= statement_timestamp()
                           THEN EXCLUDED.event_type ELSE e.event_type END,
@@ -160,6 +162,10 @@ impl Dialect for Postgres {
     const STATEMENTS: Statements = Statements {
         // Lowers `synchronous_commit` for the statement's own (implicit) transaction only.
         asynchronous_commit: "set_config('synchronous_commit', 'off', true)",
+        // For the statement's own (implicit) transaction only, and read when a lock wait
+        // starts: every lock the statement waits for (the row, a concurrent inserter's
+        // transaction, the table) is bounded.
+        lock_timeout: "set_config('lock_timeout', '{milliseconds}ms', true)",
         claim_binds: &[0, 1, 2, 3],
         claim: CLAIM,
         renew: RENEW,
@@ -334,5 +340,35 @@ impl SqlStore<Postgres> {
     #[must_use]
     pub fn with_asynchronous_claims(self, asynchronous: bool) -> Self {
         self.set_synchronous_claims(!asynchronous)
+    }
+
+    /// How long a claim or a renewal waits for a lock held by another transaction (the event's
+    /// row, the table) before it fails; the default is
+    /// [`LOCK_TIMEOUT`](SqlStore::LOCK_TIMEOUT), 2 s. Whole milliseconds, rounded up.
+    ///
+    /// The claim and renew statements set `lock_timeout` for their own transaction, inside the
+    /// statement (`set_config('lock_timeout', …, true)`): still one round trip, on a pool of
+    /// your own as on [`connect`](Self::connect)'s, and the session's `lock_timeout` is left
+    /// as it is for every other statement, your transactions included.
+    ///
+    /// Keep it below the layer's store timeout minus the pool's acquire timeout (5 s − 3 s
+    /// with the defaults): a claim the layer gave up on while it waited for a lock would
+    /// otherwise land after the layer released it, and block the event with 409 for a lease
+    /// (see [Lock waits](SqlStore#lock-waits)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use sangho_webhook_sqlx::{PostgresStore, sqlx::postgres::PgPoolOptions};
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let pool = PgPoolOptions::new().connect_lazy("postgres://localhost/app").unwrap();
+    /// // With a layer built `.with_store_timeout(Duration::from_secs(2))` and a pool whose
+    /// // acquire timeout is 1 s:
+    /// let store = PostgresStore::new(pool).with_lock_timeout(Duration::from_millis(800));
+    /// # drop(store);
+    /// # });
+    /// ```
+    #[must_use]
+    pub fn with_lock_timeout(self, timeout: Duration) -> Self {
+        self.set_lock_timeout(timeout)
     }
 }

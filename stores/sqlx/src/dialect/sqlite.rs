@@ -152,6 +152,8 @@ impl Dialect for Sqlite {
     const MAX_CONNECTIONS: u32 = 8;
     const STATEMENTS: Statements = Statements {
         asynchronous_commit: "NULL",
+        // The bound is the connection's busy timeout.
+        lock_timeout: "",
         claim_binds: &[0, 1, 2, 3],
         claim: CLAIM,
         renew: RENEW,
@@ -251,8 +253,13 @@ impl Dialect for Sqlite {
 
 /// [`SqliteStore`](crate::SqliteStore)'s own constructors.
 impl SqlStore<Sqlite> {
-    /// How long [`connect`](Self::connect)'s connections wait for another writer.
-    pub const BUSY_TIMEOUT: Duration = Duration::from_secs(3);
+    /// How long [`connect`](Self::connect)'s connections wait for another writer:
+    /// [`LOCK_TIMEOUT`](SqlStore::LOCK_TIMEOUT), 2 s. On SQLite the busy timeout is the
+    /// store's bound on lock waits: a claim or a renewal that waits for the write lock for
+    /// longer fails (503) instead of landing after the layer gave up on it (see
+    /// [Lock waits](SqlStore#lock-waits)); keep it below the layer's store timeout minus the
+    /// pool's acquire timeout.
+    pub const BUSY_TIMEOUT: Duration = Self::LOCK_TIMEOUT;
 
     /// Opens the database at `url` (`sqlite://path/to/file.db`, `sqlite:file.db?mode=rwc`;
     /// `sqlite::memory:` for tests) with [`connect_options`](Self::connect_options), over a
@@ -291,7 +298,8 @@ impl SqlStore<Sqlite> {
     /// The connection options [`connect`](Self::connect) uses, for a pool of your own: the
     /// database at `url`, created if missing, in WAL mode, with a busy timeout of
     /// [`BUSY_TIMEOUT`](Self::BUSY_TIMEOUT) and `synchronous = FULL`: every commit (claims,
-    /// renewals and completions) is flushed to disk before it answers.
+    /// renewals and completions) is flushed to disk before it answers. To bound lock waits
+    /// otherwise, set another `busy_timeout` on the returned options.
     ///
     /// Set [`SqliteSynchronous::Normal`](sqlx::sqlite::SqliteSynchronous) on the returned
     /// options for about twice the write throughput: a commit then still survives a crash of

@@ -489,3 +489,122 @@ pub async fn a_handler_longer_than_the_lease_runs_once(store: impl IdempotencySt
     );
     assert_eq!(handler.calls(), 1, "and its 2xx completed the event");
 }
+
+/// How long the lock tests hold their lock: past the layer's store timeout of those tests
+/// ([`LOCK_TEST_STORE_TIMEOUT`]) and past the store's lock timeout (2 s by default).
+pub const LOCK_HELD: Duration = Duration::from_millis(2_600);
+
+/// The layer's store timeout in the lock tests.
+pub const LOCK_TEST_STORE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// A delivery of `id` whose claim waits on a lock that another transaction holds (taken by
+/// `lock`, on a row of the event: a claim left expired by a crashed process) for
+/// [`LOCK_HELD`], past the layer's store timeout of 1 s: 503, the handler not called. Once
+/// `unlock` released it, and after a short wait, the next delivery is processed (200, the
+/// handler called once), not 409: the waiting claim gave up on the database instead of landing
+/// after its 503 (and after the layer's release of it) as an in-flight claim nobody owns.
+///
+/// `store` has one connection, which the waiting claim holds: the layer's release of the
+/// timed-out claim waits for it (as it may in a pool busy under load), and cannot delete the
+/// claim once it lands. Only the claim's own bound on its lock wait keeps the event free.
+pub async fn a_claim_that_waits_on_a_lock_never_lands_after_its_503<S, L, F, G, U, R>(
+    store: S,
+    id: &str,
+    lock: L,
+    unlock: U,
+) where
+    S: IdempotencyStore,
+    L: FnOnce() -> F,
+    F: Future<Output = G>,
+    U: FnOnce(G) -> R,
+    R: Future<Output = ()>,
+{
+    // An expired claim of the event: the row the other transaction locks.
+    acquire(&store, id, Duration::from_millis(1)).await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let handler = CountingHandler::new();
+    let service = tower::Layer::layer(
+        &builder(store)
+            .with_store_timeout(LOCK_TEST_STORE_TIMEOUT)
+            .build()
+            .expect("valid settings"),
+        handler.clone(),
+    );
+    let delivery = Delivery::event(id, TYPE).signed(&secret(), fixtures::NOW);
+
+    let guard = lock().await;
+    let locked = Instant::now();
+    let first = send(&service, delivery.clone().into_request()).await;
+    let waited = locked.elapsed();
+    assert_eq!(
+        first.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "a claim waiting on the lock"
+    );
+    assert!(
+        waited < LOCK_HELD - Duration::from_millis(500),
+        "the layer answered within its store timeout, not when the lock was released \
+         (after {waited:?})"
+    );
+    assert_eq!(handler.calls(), 0);
+
+    tokio::time::sleep(LOCK_HELD.saturating_sub(locked.elapsed())).await;
+    unlock(guard).await;
+    // Time for a claim still waiting on the lock to land.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let next = send(&service, delivery.clone().into_request()).await;
+    assert_eq!(
+        next.status,
+        StatusCode::OK,
+        "the next delivery after the lock was released (409: the claim that waited on the lock \
+         landed after its 503, and holds the event for a lease)"
+    );
+    assert_eq!(handler.calls(), 1, "processed once");
+    let again = send(&service, delivery.into_request()).await;
+    assert_eq!(again.status, StatusCode::OK);
+    assert_eq!(handler.calls(), 1, "then a duplicate");
+}
+
+/// A renewal of a live claim whose row another transaction holds (taken by `lock`) for
+/// [`LOCK_HELD`]: it fails after the store's lock timeout (2 s), before the lock is released,
+/// instead of waiting for it and landing whenever it is released (after its owner may have
+/// released the claim, re-creating it). Once `unlock` released the row, the claim is as it was.
+pub async fn a_renewal_that_waits_on_a_lock_gives_up_after_the_lock_timeout<S, L, F, G, U, R>(
+    store: S,
+    id: &str,
+    lock: L,
+    unlock: U,
+) where
+    S: IdempotencyStore,
+    L: FnOnce() -> F,
+    F: Future<Output = G>,
+    U: FnOnce(G) -> R,
+    R: Future<Output = ()>,
+{
+    let token = acquire(&store, id, LONG).await;
+    let guard = lock().await;
+    let locked = Instant::now();
+    let (renewed, ()) = tokio::join!(
+        async {
+            let renewed = store.renew(id, TYPE, &token, LONG).await;
+            (renewed, locked.elapsed())
+        },
+        async {
+            tokio::time::sleep(LOCK_HELD).await;
+            unlock(guard).await;
+        },
+    );
+    let (renewed, waited) = renewed;
+    assert!(
+        matches!(renewed, Err(StoreError::Backend(_))),
+        "the renewal fails on the lock timeout, it does not wait for the lock: {renewed:?} \
+         after {waited:?}"
+    );
+    assert!(
+        waited >= Duration::from_millis(1_900) && waited < LOCK_HELD,
+        "it waited {waited:?}: about the lock timeout (2 s), less than the lock was held"
+    );
+    assert!(store.renew(id, TYPE, &token, LONG).await.expect("renew"));
+    assert!(complete(&store, id, &token, LONG).await);
+}
