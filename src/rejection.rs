@@ -203,26 +203,24 @@ impl fmt::Display for Rejection {
     }
 }
 
-/// The acknowledgement of a delivery whose event was already processed:
-/// `200 {"received":true,"duplicate":true}`.
 /// The answer when the handler panicked: `500 {"error":"handler_panicked"}`. The claim was
 /// released, so the provider's next delivery processes the event.
 pub(crate) fn panicked_response() -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::from_static(
+    json_response(
+        StatusCode::INTERNAL_SERVER_ERROR,
         br#"{"error":"handler_panicked"}"#,
-    )));
-    *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    response
+    )
 }
 
+/// The acknowledgement of an event processed already: `200 {"received":true,"duplicate":true}`.
 pub(crate) fn duplicate_response() -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::from_static(
-        br#"{"received":true,"duplicate":true}"#,
-    )));
+    json_response(StatusCode::OK, br#"{"received":true,"duplicate":true}"#)
+}
+
+/// `status` with the JSON `body`.
+fn json_response(status: StatusCode, body: &'static [u8]) -> Response<Full<Bytes>> {
+    let mut response = Response::new(Full::new(Bytes::from_static(body)));
+    *response.status_mut() = status;
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
