@@ -4,7 +4,7 @@
 use std::fmt;
 
 use axum_core::{
-    extract::FromRequestParts,
+    extract::{FromRequestParts, OptionalFromRequestParts},
     response::{IntoResponse, Response},
 };
 use http::{HeaderValue, StatusCode, header, request::Parts};
@@ -36,6 +36,32 @@ impl<S: Send + Sync> FromRequestParts<S> for SanghoEvent {
             .get::<SanghoEvent>()
             .cloned()
             .ok_or(EventRejection::MissingLayer)
+    }
+}
+
+/// `Option<SanghoEvent>`: the verified event when the layer is in front of the handler,
+/// `None` otherwise (a handler shared by a webhook route and another one), as axum's
+/// `Option<Extension<T>>`.
+///
+/// ```
+/// use axum::{Router, routing::post};
+/// use sangho_webhook::SanghoEvent;
+///
+/// async fn handle(event: Option<SanghoEvent>) -> &'static str {
+///     match event {
+///         Some(_) => "a verified webhook",
+///         None => "not through the webhook layer",
+///     }
+/// }
+///
+/// let app: Router = Router::new().route("/other", post(handle));
+/// # let _ = app;
+/// ```
+impl<S: Send + Sync> OptionalFromRequestParts<S> for SanghoEvent {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Option<Self>, Self::Rejection> {
+        Ok(parts.extensions.get::<SanghoEvent>().cloned())
     }
 }
 
@@ -79,7 +105,7 @@ where
     type Rejection = EventRejection;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let event = SanghoEvent::from_request_parts(parts, state).await?;
+        let event = <SanghoEvent as FromRequestParts<S>>::from_request_parts(parts, state).await?;
         match event.data_object::<T>() {
             Ok(object) => Ok(Self { event, object }),
             Err(error) => {

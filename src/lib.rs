@@ -1,26 +1,32 @@
 //! Receive [Sangho] payment webhooks correctly, in any tower-based server (axum, hyper, tonic).
 //!
 //! Sangho delivers each event *at least once*: the same event can arrive several times, even
-//! at the same moment. [`SanghoWebhookLayer`] makes a handler see each event once. Cheap
-//! checks come first, and nothing untrusted is buffered or hashed without a bound:
+//! at the same moment. [`SanghoWebhookLayer`] makes a handler see each event once, in four
+//! stages. Cheap checks come first, and nothing untrusted is buffered or hashed without a
+//! bound.
 //!
-//! 1. a declared `Content-Length` over the body limit: 413, without reading the body;
-//! 2. the `Sangho-Signature` header is parsed (at most 8 `v1` entries) and its timestamp
-//!    checked against the tolerance, before the body is read: 400 otherwise;
-//! 3. the body is buffered under the limit (413 over it);
-//! 4. the signature is verified against the raw bytes, against one or more secrets (400);
-//! 5. the event is parsed (400 when it is not one) and a [`SanghoEvent`] goes into the request
-//!    extensions; a `Sangho-Event-ID` header that differs from the signed id is refused (400);
-//! 6. the event is claimed in an [`IdempotencyStore`](store::IdempotencyStore) under a fresh
-//!    token: a completed event is acknowledged as a duplicate (200) without calling the
-//!    handler, an event being processed by another delivery is answered 409 with
-//!    `Retry-After`, and a store failure 503 with `Retry-After` (fail closed: the provider
-//!    retries);
-//! 7. the handler is called with the body unchanged, while the layer's renewer, a task of
-//!    its own, renews the claim every third of the lease;
-//! 8. a 2xx answer completes the event (retried in the background if the store fails);
-//!    anything else (an error, a non-2xx, a panic, answered 500) releases it, so that the
-//!    next delivery processes it.
+//! **Verify**, with nothing written:
+//!
+//! - a declared `Content-Length` over the body limit: 413, without reading the body;
+//! - the `Sangho-Signature` header is parsed (at most 8 `v1` entries) and its timestamp
+//!   checked against the tolerance, before the body is read: 400 otherwise;
+//! - the body is buffered under the limit (413 over it);
+//! - the signature is verified against the raw bytes, against one or more secrets (400);
+//! - the event is parsed (400 when it is not one), and a `Sangho-Event-ID` header that
+//!   differs from the signed id is refused (400).
+//!
+//! **Claim**: the event is claimed in an [`IdempotencyStore`](store::IdempotencyStore) under
+//! a fresh token. A completed event is acknowledged as a duplicate (200) without calling the
+//! handler, an event being processed by another delivery is answered 409 with `Retry-After`,
+//! and a store failure 503 with `Retry-After` (fail closed: the provider retries).
+//!
+//! **Handle**: the handler is called with the [`SanghoEvent`] in the request extensions and
+//! the body unchanged, while the layer's renewer, a task of its own, renews the claim every
+//! third of the lease.
+//!
+//! **Settle**: a 2xx answer completes the event (retried in the background if the store
+//! fails); anything else (an error, a non-2xx, a panic, answered 500) releases it, so that the
+//! next delivery processes it.
 //!
 //! # The handler finishes what it started
 //!

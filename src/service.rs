@@ -1,4 +1,4 @@
-//! [`SanghoWebhook`]: the request path, step by step as in the crate docs.
+//! [`SanghoWebhook`]: the request path, stage by stage as in the crate docs.
 
 use std::{
     error::Error as StdError,
@@ -164,7 +164,7 @@ enum Answer<B> {
     Refused(Rejection),
 }
 
-/// Steps 1 to 9 for one delivery.
+/// One delivery, stage by stage as in the crate docs: verify, claim, handle and settle.
 async fn deliver<S, ReqBody, ResBody>(
     config: &Arc<Config>,
     mut inner: S,
@@ -179,57 +179,16 @@ where
     ResBody: Send + 'static,
 {
     let (parts, body) = request.into_parts();
-    // 1 to 5: the limit, the signature header, the body, the signature, the event.
-    let event = match verified_event(config, &parts.headers, body).await {
+    let event = match verify(config, &parts.headers, body).await {
         Ok(event) => event,
-        Err(kind) => return Ok(refuse(config, kind, None)),
+        Err(refused) => return Ok(refused),
     };
-    // 6. The deduplication key is the signed id; an unsigned header must agree with it.
-    if let Some(header_id) = parts.headers.get(&EVENT_ID_HEADER)
-        && header_id.as_bytes() != event.id().as_bytes()
-    {
-        return Ok(refuse(
-            config,
-            RejectionKind::EventIdMismatch,
-            Some(event.id()),
-        ));
-    }
-
-    // 7. Claim the event under a fresh token. From here, dropping the guard settles the claim.
+    // From here, dropping the guard settles the claim.
     let mut guard = ClaimGuard::new(config, &event);
-    match guard.claim().await {
-        Ok(Claim::Acquired) => {}
-        Ok(Claim::Completed) => {
-            tracing::info!(
-                event_id = event.id(),
-                "already processed; acknowledged as a duplicate"
-            );
-            return Ok(Answer::Duplicate);
-        }
-        Ok(Claim::InFlight) => {
-            return Ok(refuse(config, RejectionKind::InFlight, Some(event.id())));
-        }
-        Err(error) if config.fail_open => tracing::error!(
-            event_id = event.id(),
-            error = %ErrorChain(&error),
-            "the idempotency store failed; failing open: processing without deduplication"
-        ),
-        Err(error) => {
-            tracing::error!(
-                event_id = event.id(),
-                error = %ErrorChain(&error),
-                "the idempotency store failed; answering 503 so that the provider retries"
-            );
-            return Ok(refuse(
-                config,
-                RejectionKind::StoreUnavailable,
-                Some(event.id()),
-            ));
-        }
+    if let Some(answer) = claim(config, &mut guard, &event).await {
+        return Ok(answer);
     }
-
-    // 8. Call the handler with the event and the unchanged body, and
-    // 9. settle the claim with its answer, whether or not the provider is still listening.
+    // Handle and settle, whether or not the provider is still listening.
     let mut request = Request::from_parts(parts, WebhookBody::new(event.raw().clone()));
     request
         .extensions_mut()
@@ -241,8 +200,66 @@ where
     })
 }
 
-/// Steps 1 to 5: the declared length, the signature header and its timestamp (before any of
-/// the body is read), the body under its limit, the signature, the event.
+/// Verify: the checks before anything is written, then the deduplication key. The key is the
+/// signed id; an unsigned `Sangho-Event-ID` header must agree with it.
+async fn verify<B, ResBody>(
+    config: &Config,
+    headers: &HeaderMap,
+    body: B,
+) -> Result<SanghoEvent, Answer<ResBody>>
+where
+    B: Body,
+    B::Error: Into<BoxError>,
+{
+    let event = verified_event(config, headers, body)
+        .await
+        .map_err(|kind| refuse(config, kind, None))?;
+    if let Some(header_id) = headers.get(&EVENT_ID_HEADER)
+        && header_id.as_bytes() != event.id().as_bytes()
+    {
+        let kind = RejectionKind::EventIdMismatch;
+        return Err(refuse(config, kind, Some(event.id())));
+    }
+    Ok(event)
+}
+
+/// Claim: the event under the guard's fresh token. `None` when this delivery owns the event
+/// (or the store failed and the layer fails open); otherwise the answer: a duplicate, 409 or
+/// 503.
+async fn claim<B>(
+    config: &Config,
+    guard: &mut ClaimGuard,
+    event: &SanghoEvent,
+) -> Option<Answer<B>> {
+    let event_id = Some(event.id());
+    match guard.claim().await {
+        Ok(Claim::Acquired) => None,
+        Ok(Claim::Completed) => {
+            tracing::info!(event_id, "already processed; acknowledged as a duplicate");
+            Some(Answer::Duplicate)
+        }
+        Ok(Claim::InFlight) => Some(refuse(config, RejectionKind::InFlight, event_id)),
+        Err(error) if config.fail_open => {
+            tracing::error!(
+                event_id,
+                error = %ErrorChain(&error),
+                "the idempotency store failed; failing open: processing without deduplication"
+            );
+            None
+        }
+        Err(error) => {
+            tracing::error!(
+                event_id,
+                error = %ErrorChain(&error),
+                "the idempotency store failed; answering 503 so that the provider retries"
+            );
+            Some(refuse(config, RejectionKind::StoreUnavailable, event_id))
+        }
+    }
+}
+
+/// The declared length, the signature header and its timestamp (before any of the body is
+/// read), the body under its limit, the signature, the event.
 async fn verified_event<B>(
     config: &Config,
     headers: &HeaderMap,
@@ -283,7 +300,7 @@ fn declared_length(headers: &HeaderMap) -> Option<u64> {
         .and_then(|value| value.parse::<u64>().ok())
 }
 
-/// Step 3: collects the body, refusing it as soon as it is known to exceed `limit`.
+/// Collects the body, refusing it as soon as it is known to exceed `limit`.
 async fn read_body<B>(body: B, limit: usize) -> Result<Bytes, RejectionKind>
 where
     B: Body,

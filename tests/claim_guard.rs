@@ -1,4 +1,4 @@
-//! Settlement: a 2xx completes the claim; a non-2xx, an error or a panic releases it, so that
+//! Settle: a 2xx completes the claim; a non-2xx, an error or a panic releases it, so that
 //! the next delivery processes the event; a provider that hangs up changes none of it.
 
 mod common;

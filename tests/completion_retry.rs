@@ -1,4 +1,4 @@
-//! Step 9: a completion that fails is retried in the background, the claim still renewed, so
+//! Settle: a completion that fails is retried in the background, the claim still renewed, so
 //! a store that comes back in time loses nothing.
 
 mod common;

@@ -102,3 +102,26 @@ async fn the_typed_extractor_without_the_layer_answers_500_naming_the_layer() {
     assert_eq!(answer.status, StatusCode::INTERNAL_SERVER_ERROR);
     assert_eq!(answer.json()["error"], "webhook_layer_missing");
 }
+
+async fn maybe(event: Option<SanghoEvent>) -> Json<Value> {
+    Json(json!({ "id": event.as_ref().map(SanghoEvent::id) }))
+}
+
+#[tokio::test]
+async fn the_optional_event_extractor_is_some_behind_the_layer_and_none_without_it() {
+    let app = Router::new()
+        .route("/webhooks/sangho", post(maybe))
+        .route_layer(layer(SpyStore::default()))
+        .route("/other", post(maybe));
+    let delivery = Delivery::event("evt_x9", TYPE).signed(&secret(), fixtures::NOW);
+    let behind = send(&app, delivery.into_request()).await;
+    assert_eq!(behind.json(), json!({ "id": "evt_x9" }));
+
+    let mut elsewhere = Delivery::event("evt_x9", TYPE)
+        .signed(&secret(), fixtures::NOW)
+        .into_request();
+    *elsewhere.uri_mut() = "/other".parse().unwrap();
+    let without = send(&app, elsewhere).await;
+    assert_eq!(without.status, StatusCode::OK);
+    assert_eq!(without.json(), json!({ "id": null }));
+}

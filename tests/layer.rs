@@ -1,4 +1,5 @@
-//! Every row of the receiving steps in the crate docs, through `tower::ServiceExt::oneshot`.
+//! Every check of the verify stage, and the claim stage's store failures, through
+//! `tower::ServiceExt::oneshot`.
 
 mod common;
 
@@ -141,7 +142,7 @@ async fn delivery_while_another_is_in_flight_gets_409_with_retry_after() {
     assert_eq!(handler.calls(), 1);
 }
 
-// --- step 1: the body limit ------------------------------------------------------------------
+// --- verify: the body limit -------------------------------------------------------------------
 
 #[tokio::test]
 async fn declared_length_over_the_limit_is_413_before_reading() {
@@ -244,7 +245,7 @@ impl http_body::Body for EndlessBody {
     }
 }
 
-// --- step 2: the signature -------------------------------------------------------------------
+// --- verify: the signature --------------------------------------------------------------------
 
 #[tokio::test]
 async fn missing_signature_is_400() {
@@ -401,7 +402,7 @@ async fn refusals_never_reveal_the_expected_signature() {
     assert!(!text.contains(v1_of(&valid)));
 }
 
-// --- step 3: the event -----------------------------------------------------------------------
+// --- verify: the event ------------------------------------------------------------------------
 
 fn signed_body(body: &str) -> Delivery {
     Delivery::body(body.to_owned()).signed(&secret(), NOW)
@@ -469,7 +470,7 @@ async fn event_type_over_100_characters_or_unprintable_is_400() {
     assert_eq!(deliver(longest).await.0.status, StatusCode::OK);
 }
 
-// --- step 4: the deduplication key -----------------------------------------------------------
+// --- verify: the deduplication key ------------------------------------------------------------
 
 #[tokio::test]
 async fn event_id_header_differing_from_the_body_is_400() {
@@ -487,7 +488,7 @@ async fn event_id_header_equal_to_the_body_is_accepted() {
     assert_eq!(deliver(delivery).await.0.status, StatusCode::OK);
 }
 
-// --- step 5: the store failing ---------------------------------------------------------------
+// --- claim: the store failing ----------------------------------------------------------------
 
 #[tokio::test]
 async fn failing_store_gets_503_with_retry_after_and_no_handler() {

@@ -1,4 +1,4 @@
-//! The claim: a claim whose answer comes too late, or whose delivery goes away while claiming, is
+//! Claim: a claim whose answer comes too late, or whose delivery goes away while claiming, is
 //! finished and then released in the background with the layer's token, so that no orphan
 //! claim blocks the event for a whole lease.
 

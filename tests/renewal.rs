@@ -1,4 +1,4 @@
-//! Step 8: the claim is renewed while the handler runs, so a handler slower than its lease
+//! Handle: the claim is renewed while the handler runs, so a handler slower than its lease
 //! still runs once; renewal stops at the maximum processing time.
 
 mod common;
