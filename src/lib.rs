@@ -120,6 +120,7 @@
 //! [Sangho]: https://example.com/sangho
 
 #![deny(missing_docs)]
+#![warn(missing_debug_implementations, unreachable_pub, rust_2018_idioms)]
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 

@@ -33,6 +33,14 @@ pub struct ConnectOptions {
     allow_evicting_policy: bool,
 }
 
+impl std::fmt::Debug for ConnectOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectOptions")
+            .field("allow_evicting_policy", &self.allow_evicting_policy)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Default for ConnectOptions {
     fn default() -> Self {
         Self {

@@ -149,6 +149,7 @@
 //! use the append-only file with `appendfsync always`.
 
 #![deny(missing_docs)]
+#![warn(missing_debug_implementations, unreachable_pub, rust_2018_idioms)]
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 

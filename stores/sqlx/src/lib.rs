@@ -75,6 +75,7 @@
 //! Build pools with the re-exported [`sqlx`], so that they match this crate's version.
 
 #![deny(missing_docs)]
+#![warn(missing_debug_implementations, unreachable_pub, rust_2018_idioms)]
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 // Without a database feature the crate has no store, and its helpers no caller.
