@@ -42,7 +42,7 @@ use http_body_util::Full;
 use sangho_webhook::{
     SanghoWebhookLayer,
     signature::Secret,
-    store::{Claim, ClaimToken, IdempotencyStore, MokaStore},
+    store::{Claim, ClaimToken, Claimant, Completion, IdempotencyStore, MokaStore},
     testing::{Delivery, NullStore, fixtures},
 };
 use serde::Deserialize;
@@ -65,14 +65,18 @@ struct Needed<'a> {
 async fn claim_and_complete(store: &MokaStore, id: &str) {
     let token = ClaimToken::generate();
     let lease = SanghoWebhookLayer::DEFAULT_LEASE;
-    let claim = store.claim(id, EVENT_TYPE, &token, lease).await;
+    let claim = store
+        .claim(Claimant::new(id, EVENT_TYPE, &token), lease)
+        .await;
     assert!(
         matches!(claim, Ok(Claim::Acquired)),
         "a fresh id is acquired"
     );
     let retention = SanghoWebhookLayer::DEFAULT_RETENTION;
-    let completed = store.complete(id, EVENT_TYPE, &token, retention).await;
-    assert!(matches!(completed, Ok(true)));
+    let completed = store
+        .complete(Claimant::new(id, EVENT_TYPE, &token), retention)
+        .await;
+    assert!(matches!(completed, Ok(Completion::Recorded)));
 }
 
 /// The handler: answers 200 at once.

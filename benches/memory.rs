@@ -9,7 +9,7 @@
 
 use std::time::Duration;
 
-use sangho_webhook::store::{Claim, ClaimToken, IdempotencyStore, MokaStore};
+use sangho_webhook::store::{Claim, ClaimToken, Claimant, Completion, IdempotencyStore, MokaStore};
 
 const TYPE: &str = "payment_intent.succeeded";
 
@@ -44,14 +44,10 @@ fn main() {
     runtime.block_on(async {
         for id in &ids {
             let token = ClaimToken::generate();
-            let claim = store.claim(id, TYPE, &token, lease).await;
+            let claim = store.claim(Claimant::new(id, TYPE, &token), lease).await;
             assert_eq!(claim.expect("claimed"), Claim::Acquired);
-            assert!(
-                store
-                    .complete(id, TYPE, &token, retention)
-                    .await
-                    .expect("completed")
-            );
+            let completion = store.complete(Claimant::new(id, TYPE, &token), retention);
+            assert_eq!(completion.await.expect("completed"), Completion::Recorded);
         }
     });
     store.run_pending_tasks();

@@ -23,7 +23,7 @@ use crate::{
     event::{DeliveryClaim, SharedText},
     layer::Config,
     renewal::{Renewals, later},
-    store::{Claim, ClaimToken, StoreError},
+    store::{Claim, ClaimToken, Claimant, Completion, Renewal, StoreError},
 };
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
@@ -56,7 +56,7 @@ enum OnDrop {
 
 /// How the completion of a processed event went.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Completion {
+enum Settled {
     /// The event is recorded as completed.
     Completed,
     /// Another delivery holds or completed the event: this one's claim had been taken over.
@@ -135,11 +135,9 @@ impl ClaimGuard {
         let unanswered = self.unanswered.take();
         let Some(answer) = answer else {
             // Still unanswered: finish it in the background, then release it.
-            let (claim, unanswered) = (self.claim.clone(), unanswered.expect("just inserted"));
-            let tasks = &self.claim.config.tasks;
-            tasks.spawn(
-                async move { claim.release_when_answered(unanswered).await }.in_current_span(),
-            );
+            let unanswered = unanswered.expect("just inserted");
+            let runtime = tokio::runtime::Handle::current();
+            self.claim.release_in_background(unanswered, &runtime);
             return Err(StoreError::Timeout(limit));
         };
         self.on_drop = match answer {
@@ -197,12 +195,12 @@ impl ClaimGuard {
         match output {
             Ok(Ok(response)) if succeeded => {
                 let outcome = match self.complete().await {
-                    Completion::Completed => {
+                    Settled::Completed => {
                         tracing::debug!(%event_id, "processed and recorded as completed");
                         Outcome::Processed
                     }
-                    Completion::Retrying => Outcome::CompletionFailed,
-                    Completion::TakenOver => Outcome::TakenOver,
+                    Settled::Retrying => Outcome::CompletionFailed,
+                    Settled::TakenOver => Outcome::TakenOver,
                 };
                 Processed::Answered(response, outcome)
             }
@@ -238,13 +236,13 @@ impl ClaimGuard {
     /// The handler succeeded: records the event as completed. The first attempt is awaited;
     /// if it fails, the attempts go on in the background (the claim still renewed) for the
     /// configured completion-retry time.
-    async fn complete(&mut self) -> Completion {
+    async fn complete(&mut self) -> Settled {
         self.on_drop = OnDrop::Complete;
-        let completion = match self.claim.complete().await {
-            Ok(true) => Completion::Completed,
-            Ok(false) => {
+        let settled = match self.claim.complete().await {
+            Ok(Completion::Recorded) => Settled::Completed,
+            Ok(_) => {
                 self.claim.taken_over("complete");
-                Completion::TakenOver
+                Settled::TakenOver
             }
             Err(error) => {
                 tracing::warn!(
@@ -257,11 +255,11 @@ impl ClaimGuard {
                     .config
                     .tasks
                     .spawn(claim.complete_with_retries().in_current_span());
-                Completion::Retrying
+                Settled::Retrying
             }
         };
         self.on_drop = OnDrop::Nothing;
-        completion
+        settled
     }
 
     /// The handler did not succeed: releases the claim, so that the next delivery processes
@@ -295,11 +293,11 @@ impl Drop for ClaimGuard {
             );
             return;
         };
+        if let Some(unanswered) = unanswered {
+            return self.claim.release_in_background(unanswered, &runtime);
+        }
         let claim = self.claim.clone();
         let settle = async move {
-            if let Some(unanswered) = unanswered {
-                return claim.release_when_answered(unanswered).await;
-            }
             if let Some(renewals) = renewals {
                 renewals.withdraw().await;
             }
@@ -388,33 +386,32 @@ fn poll_caught<F: Future + ?Sized>(
 }
 
 impl ClaimOf {
-    async fn claim(&self) -> Result<Claim, StoreError> {
-        let config = &self.config;
-        let claim = config.store.claim(
+    /// This delivery, as the store's operations name it.
+    fn claimant(&self) -> Claimant<'_> {
+        Claimant::new(
             self.event_id.as_str(),
             self.event_type.as_str(),
             &self.token,
-            config.lease,
-        );
-        claim.await
+        )
     }
 
-    async fn complete(&self) -> Result<bool, StoreError> {
-        let store = &self.config.store;
-        let complete = store.complete(
-            self.event_id.as_str(),
-            self.event_type.as_str(),
-            &self.token,
-            self.config.retention,
-        );
+    async fn claim(&self) -> Result<Claim, StoreError> {
+        self.config
+            .store
+            .claim(self.claimant(), self.config.lease)
+            .await
+    }
+
+    async fn complete(&self) -> Result<Completion, StoreError> {
+        let complete = self
+            .config
+            .store
+            .complete(self.claimant(), self.config.retention);
         timed(self.config.store_timeout, complete).await
     }
 
     async fn release(&self) {
-        let release = self
-            .config
-            .store
-            .release(self.event_id.as_str(), &self.token);
+        let release = self.config.store.release(self.claimant());
         match timed(self.config.store_timeout, release).await {
             Ok(_) => {}
             Err(error) => tracing::warn!(
@@ -423,6 +420,19 @@ impl ClaimOf {
                 "could not release the claim; the next delivery waits for its lease to expire"
             ),
         }
+    }
+
+    /// Runs [`release_when_answered`](Self::release_when_answered) in a task of the layer's.
+    fn release_in_background(
+        &self,
+        unanswered: BoxFuture<Result<Claim, StoreError>>,
+        runtime: &tokio::runtime::Handle,
+    ) {
+        let claim = self.clone();
+        let release = async move { claim.release_when_answered(unanswered).await };
+        self.config
+            .tasks
+            .spawn_on(release.in_current_span(), runtime);
     }
 
     /// A claim the store has not answered yet (it timed out, or its delivery went away): waits
@@ -444,14 +454,8 @@ impl ClaimOf {
         }
     }
 
-    pub(crate) async fn renew(&self, limit: Duration) -> Result<bool, StoreError> {
-        let store = &self.config.store;
-        let renew = store.renew(
-            self.event_id.as_str(),
-            self.event_type.as_str(),
-            &self.token,
-            self.config.lease,
-        );
+    pub(crate) async fn renew(&self, limit: Duration) -> Result<Renewal, StoreError> {
+        let renew = self.config.store.renew(self.claimant(), self.config.lease);
         timed(limit, renew).await
     }
 
@@ -480,11 +484,11 @@ impl ClaimOf {
             let mut backoff = Duration::from_millis(100);
             loop {
                 match self.complete().await {
-                    Ok(true) => {
+                    Ok(Completion::Recorded) => {
                         tracing::info!(event_id = %self.event_id, "the event is recorded as completed after a retry");
                         return;
                     }
-                    Ok(false) => return self.taken_over("complete"),
+                    Ok(_) => return self.taken_over("complete"),
                     Err(error) if later(Instant::now(), backoff) >= deadline => {
                         tracing::error!(
                             event_id = %self.event_id,

@@ -22,7 +22,11 @@ use tokio::{
     time::{Instant, sleep},
 };
 
-use crate::{error_chain::ErrorChain, guard::ClaimOf, store::StoreError};
+use crate::{
+    error_chain::ErrorChain,
+    guard::ClaimOf,
+    store::{Renewal, StoreError},
+};
 
 /// How often the renewer looks for due renewals.
 const TICK: Duration = Duration::from_millis(50);
@@ -224,7 +228,7 @@ fn due(shared: &Arc<Shared>, id: u64, entry: &mut Entry, now: Instant) -> bool {
 }
 
 /// Records the answer of the renewal `id` sent at `sent_at`.
-fn answered(shared: &Shared, id: u64, sent_at: Instant, renewed: Result<bool, StoreError>) {
+fn answered(shared: &Shared, id: u64, sent_at: Instant, renewed: Result<Renewal, StoreError>) {
     let entries = &mut shared.entries.lock().expect("renewals").entries;
     let Some(entry) = entries.get_mut(&id) else {
         return;
@@ -233,7 +237,7 @@ fn answered(shared: &Shared, id: u64, sent_at: Instant, renewed: Result<bool, St
     let claim = &entry.claim;
     let period = claim.config.lease / 3;
     let keep = match renewed {
-        Ok(true) => {
+        Ok(Renewal::Held) => {
             if entry.failures > 0 {
                 tracing::warn!(
                     event_id = %claim.event_id,
@@ -247,7 +251,7 @@ fn answered(shared: &Shared, id: u64, sent_at: Instant, renewed: Result<bool, St
             entry.next = later(sent_at, period);
             true
         }
-        Ok(false) => {
+        Ok(_) => {
             claim.taken_over("renew");
             false
         }

@@ -17,7 +17,7 @@ use http::{Request, Response, StatusCode};
 use http_body_util::Full;
 use sangho_webhook::{
     WebhookBody,
-    store::{Claim, ClaimToken, IdempotencyStore, MokaStore},
+    store::{Claim, ClaimToken, Claimant, IdempotencyStore, MokaStore},
     testing::{CountingHandler, Delivery, fixtures, send},
 };
 use tower::{Layer, ServiceExt};
@@ -140,9 +140,7 @@ async fn claim_of_a_crashed_process_is_taken_over_after_its_lease() {
     // A process claimed the event, then died before completing or releasing it.
     let crashed = store
         .claim(
-            "evt_crash",
-            TYPE,
-            &ClaimToken::generate(),
+            Claimant::new("evt_crash", TYPE, &ClaimToken::generate()),
             Duration::from_millis(500),
         )
         .await

@@ -7,7 +7,7 @@ sangho_webhook::idempotency_store_conformance!(async { MokaStore::new() });
 mod capacity {
     use std::time::Duration;
 
-    use sangho_webhook::store::{Claim, ClaimToken, IdempotencyStore, MokaStore};
+    use sangho_webhook::store::{Claim, ClaimToken, Claimant, IdempotencyStore, MokaStore};
 
     const TYPE: &str = "payment_intent.succeeded";
 
@@ -17,11 +17,13 @@ mod capacity {
         let lease = Duration::from_secs(3600);
         let ids: Vec<String> = (0..500).map(|n| format!("evt_cap_{n}")).collect();
         for id in &ids {
-            let claim = store.claim(id, TYPE, &ClaimToken::generate(), lease).await;
+            let token = ClaimToken::generate();
+            let claim = store.claim(Claimant::new(id, TYPE, &token), lease).await;
             assert_eq!(claim.unwrap(), Claim::Acquired);
         }
         for id in &ids {
-            let again = store.claim(id, TYPE, &ClaimToken::generate(), lease).await;
+            let token = ClaimToken::generate();
+            let again = store.claim(Claimant::new(id, TYPE, &token), lease).await;
             assert_eq!(again.unwrap(), Claim::InFlight, "{id} was acquired twice");
         }
     }

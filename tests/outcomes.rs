@@ -9,7 +9,7 @@ use common::{FaultyStore, TYPE, builder, layer, secret};
 use http::{StatusCode, header};
 use sangho_webhook::{
     Outcome, Rejection, RejectionKind, SanghoWebhook, SanghoWebhookLayer,
-    store::{ClaimToken, IdempotencyStore, MokaStore},
+    store::{ClaimToken, Claimant, IdempotencyStore, MokaStore},
     testing::{Answer, CountingHandler, Delivery, fixtures, send},
 };
 use tower::Layer;
@@ -110,7 +110,7 @@ async fn a_completion_after_a_takeover_is_taken_over() {
     let lease = Duration::from_secs(60);
     store
         .inner
-        .claim("evt_o8", TYPE, &other, lease)
+        .claim(Claimant::new("evt_o8", TYPE, &other), lease)
         .await
         .unwrap();
     store.faults.set_down(false);

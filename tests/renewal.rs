@@ -8,7 +8,7 @@ use std::{sync::Arc, time::Duration};
 use common::{FaultyStore, SpyStore, TYPE, builder, logs::Logs, peek, secret};
 use http::StatusCode;
 use sangho_webhook::{
-    store::{Claim, ClaimToken, IdempotencyStore, MokaStore},
+    store::{Claim, ClaimToken, Claimant, IdempotencyStore, MokaStore},
     testing::{CountingHandler, Delivery, fixtures, send},
 };
 use tower::Layer;
@@ -118,7 +118,7 @@ async fn a_renewal_that_finds_the_claim_taken_over_is_logged_at_error() {
     let other = ClaimToken::generate();
     let taken = store
         .inner
-        .claim("evt_lost", TYPE, &other, 60 * SECOND)
+        .claim(Claimant::new("evt_lost", TYPE, &other), 60 * SECOND)
         .await;
     assert_eq!(taken.unwrap(), Claim::Acquired);
     store.faults.set_down(false);

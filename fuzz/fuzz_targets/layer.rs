@@ -29,7 +29,10 @@ use libfuzzer_sys::fuzz_target;
 use sangho_webhook::{
     SanghoEvent, SanghoWebhookLayer, WebhookBody,
     signature::{Secret, verify},
-    store::{Claim, ClaimToken, IdempotencyStore, MokaStore, StoreError, async_trait},
+    store::{
+        Claim, Claimant, Completion, IdempotencyStore, MokaStore, Release, Renewal, StoreError,
+        async_trait,
+    },
     testing::fixtures,
 };
 use tower::{Layer, ServiceExt};
@@ -93,24 +96,24 @@ impl SpyStore {
 
 #[async_trait]
 impl IdempotencyStore for SpyStore {
-    async fn claim(&self, id: &str, kind: &str, token: &ClaimToken, lease: Duration) -> Result<Claim, StoreError> {
-        self.see(id);
-        self.inner.claim(id, kind, token, lease).await
+    async fn claim(&self, claimant: Claimant<'_>, lease: Duration) -> Result<Claim, StoreError> {
+        self.see(claimant.event_id);
+        self.inner.claim(claimant, lease).await
     }
 
-    async fn renew(&self, id: &str, kind: &str, token: &ClaimToken, lease: Duration) -> Result<bool, StoreError> {
-        self.see(id);
-        self.inner.renew(id, kind, token, lease).await
+    async fn renew(&self, claimant: Claimant<'_>, lease: Duration) -> Result<Renewal, StoreError> {
+        self.see(claimant.event_id);
+        self.inner.renew(claimant, lease).await
     }
 
-    async fn complete(&self, id: &str, kind: &str, token: &ClaimToken, retention: Duration) -> Result<bool, StoreError> {
-        self.see(id);
-        self.inner.complete(id, kind, token, retention).await
+    async fn complete(&self, claimant: Claimant<'_>, retention: Duration) -> Result<Completion, StoreError> {
+        self.see(claimant.event_id);
+        self.inner.complete(claimant, retention).await
     }
 
-    async fn release(&self, id: &str, token: &ClaimToken) -> Result<bool, StoreError> {
-        self.see(id);
-        self.inner.release(id, token).await
+    async fn release(&self, claimant: Claimant<'_>) -> Result<Release, StoreError> {
+        self.see(claimant.event_id);
+        self.inner.release(claimant).await
     }
 }
 

@@ -1,14 +1,16 @@
 //! The idempotency store: where the layer remembers which events it has processed.
 //!
 //! For every delivery of a verified event the layer draws a fresh [`ClaimToken`] and talks to
-//! the store through four operations, and only these:
+//! the store through four operations, and only these. Each takes a [`Claimant`] (the event's
+//! id and type, and the delivery's token), the lease or retention where one applies, and
+//! answers an enum named for what the store found:
 //!
 //! | operation | when | what the store does |
 //! | --- | --- | --- |
 //! | [`claim`](IdempotencyStore::claim) | a verified event arrives | atomically: if the id is unknown, or its record has expired (a lease or a retention that ran out), record an in-flight claim owned by the token and answer [`Claim::Acquired`]; otherwise answer [`Claim::Completed`] or [`Claim::InFlight`] |
-//! | [`renew`](IdempotencyStore::renew) | every third of the lease while the handler runs | extend the token's claim by a new lease |
-//! | [`complete`](IdempotencyStore::complete) | the handler answered 2xx | record the event as completed for the retention, unless another owner holds or completed it |
-//! | [`release`](IdempotencyStore::release) | the handler failed, panicked or was cancelled, or the claim's answer came too late | forget the token's in-flight claim, so that the next delivery processes the event |
+//! | [`renew`](IdempotencyStore::renew) | every third of the lease while the handler runs | extend the token's claim by a new lease: [`Renewal`] |
+//! | [`complete`](IdempotencyStore::complete) | the handler answered 2xx | record the event as completed for the retention, unless another owner holds or completed it: [`Completion`] |
+//! | [`release`](IdempotencyStore::release) | the handler failed, panicked or was cancelled, or the claim's answer came too late | forget the token's in-flight claim, so that the next delivery processes the event: [`Release`] |
 //!
 //! # The rules
 //!
@@ -20,16 +22,18 @@
 //!    acquired. It acquires when the id has no live record.
 //! 2. **renew**: when the token holds the live claim, the lease is extended to `lease` from
 //!    now; when there is no live record, the token's claim is recorded again for `lease` (its
-//!    record ran out or was lost, and nobody took the event over); both answer `true`. When
-//!    the token completed the event, `true` and nothing changes. When another owner holds or
-//!    completed the event, `false` and nothing changes.
+//!    record ran out or was lost, and nobody took the event over); both answer
+//!    [`Renewal::Held`]. When the token completed the event, [`Renewal::Held`] and nothing
+//!    changes. When another owner holds or completed the event, [`Renewal::TakenOver`] and
+//!    nothing changes.
 //! 3. **complete**: unless another owner holds the event or completed it, the event is
-//!    recorded as completed by the token for `retention` from now, and the answer is `true`.
-//!    So a completion succeeds even when the token's own record expired, was evicted or was
-//!    lost by the backend, and a repeated completion by the same token succeeds. Otherwise
-//!    `false`, and nothing changes.
+//!    recorded as completed by the token for `retention` from now, and the answer is
+//!    [`Completion::Recorded`]. So a completion succeeds even when the token's own record
+//!    expired, was evicted or was lost by the backend, and a repeated completion by the same
+//!    token succeeds. Otherwise [`Completion::TakenOver`], and nothing changes.
 //! 4. **release**: when the token holds the live claim, the record is removed and the answer
-//!    is `true`; otherwise `false`, and nothing changes. A completed event stays completed.
+//!    is [`Release::Released`]; otherwise [`Release::NotHeld`], and nothing changes. A
+//!    completed event stays completed.
 //!
 //! A claim whose owner never comes back (the process crashed) expires with its lease, and the
 //! next delivery takes it over. The layer calls each operation under a timeout; a claim that
@@ -42,27 +46,18 @@
 //! against this trait (this module re-exports [`async_trait`](macro@async_trait)) and checked against every rule
 //! above with the conformance suite in `testing` (feature `test-util`).
 
+mod answer;
+mod claimant;
 mod memory;
 mod token;
 
+pub use answer::{Claim, Completion, Release, Renewal};
 pub use async_trait::async_trait;
+pub use claimant::Claimant;
 pub use memory::MokaStore;
 pub use token::ClaimToken;
 
 use std::{error::Error as StdError, sync::Arc, time::Duration};
-
-/// What [`IdempotencyStore::claim`] found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum Claim {
-    /// The event had no live record: the caller's token now owns it, and the caller must
-    /// [`complete`](IdempotencyStore::complete) or [`release`](IdempotencyStore::release) it.
-    Acquired,
-    /// The event was processed already: answer the provider with a duplicate acknowledgement.
-    Completed,
-    /// Another delivery holds a live claim on the event: the outcome is not known yet.
-    InFlight,
-}
 
 /// A store operation failed: the layer answers `503 Service Unavailable` and the provider
 /// retries later.
@@ -112,7 +107,10 @@ impl StoreError {
 ///
 /// ```
 /// use std::{collections::HashMap, sync::Mutex, time::{Duration, Instant}};
-/// use sangho_webhook::store::{Claim, ClaimToken, IdempotencyStore, StoreError, async_trait};
+/// use sangho_webhook::store::{
+///     Claim, ClaimToken, Claimant, Completion, IdempotencyStore, Release, Renewal, StoreError,
+///     async_trait,
+/// };
 ///
 /// struct Record { token: ClaimToken, completed: bool, until: Instant }
 ///
@@ -138,51 +136,47 @@ impl StoreError {
 ///
 /// #[async_trait]
 /// impl IdempotencyStore for MapStore {
-///     async fn claim(&self, id: &str, _type: &str, token: &ClaimToken, lease: Duration)
-///         -> Result<Claim, StoreError>
-///     {
-///         Ok(self.with(id, |live| match live {
+///     async fn claim(&self, who: Claimant<'_>, lease: Duration) -> Result<Claim, StoreError> {
+///         Ok(self.with(who.event_id, |live| match live {
 ///             Some(record) if record.completed => Claim::Completed,
 ///             Some(_) => Claim::InFlight,
 ///             None => {
-///                 *live = record(token, false, lease);
+///                 *live = record(who.token, false, lease);
 ///                 Claim::Acquired
 ///             }
 ///         }))
 ///     }
 ///
-///     async fn renew(&self, id: &str, _type: &str, token: &ClaimToken, lease: Duration)
-///         -> Result<bool, StoreError>
-///     {
-///         Ok(self.with(id, |live| match live {
-///             Some(record) if record.token != *token => false,
-///             Some(record) if record.completed => true,
+///     async fn renew(&self, who: Claimant<'_>, lease: Duration) -> Result<Renewal, StoreError> {
+///         Ok(self.with(who.event_id, |live| match live {
+///             Some(record) if record.token != *who.token => Renewal::TakenOver,
+///             Some(record) if record.completed => Renewal::Held,
 ///             _ => {
-///                 *live = record(token, false, lease);
-///                 true
+///                 *live = record(who.token, false, lease);
+///                 Renewal::Held
 ///             }
 ///         }))
 ///     }
 ///
-///     async fn complete(&self, id: &str, _type: &str, token: &ClaimToken, retention: Duration)
-///         -> Result<bool, StoreError>
+///     async fn complete(&self, who: Claimant<'_>, retention: Duration)
+///         -> Result<Completion, StoreError>
 ///     {
-///         Ok(self.with(id, |live| match live {
-///             Some(record) if record.token != *token => false,
+///         Ok(self.with(who.event_id, |live| match live {
+///             Some(record) if record.token != *who.token => Completion::TakenOver,
 ///             _ => {
-///                 *live = record(token, true, retention);
-///                 true
+///                 *live = record(who.token, true, retention);
+///                 Completion::Recorded
 ///             }
 ///         }))
 ///     }
 ///
-///     async fn release(&self, id: &str, token: &ClaimToken) -> Result<bool, StoreError> {
-///         Ok(self.with(id, |live| match live {
-///             Some(record) if record.token == *token && !record.completed => {
+///     async fn release(&self, who: Claimant<'_>) -> Result<Release, StoreError> {
+///         Ok(self.with(who.event_id, |live| match live {
+///             Some(record) if record.token == *who.token && !record.completed => {
 ///                 *live = None;
-///                 true
+///                 Release::Released
 ///             }
-///             _ => false,
+///             _ => Release::NotHeld,
 ///         }))
 ///     }
 /// }
@@ -191,12 +185,12 @@ impl StoreError {
 /// # async fn main() {
 /// let (store, lease, retention) = (MapStore::default(), Duration::from_secs(30), Duration::from_secs(3600));
 /// let (token, other, later) = (ClaimToken::generate(), ClaimToken::generate(), ClaimToken::generate());
-/// let claim = |token| store.claim("evt_1", "payment_intent.succeeded", token, lease);
-/// assert_eq!(claim(&token).await.unwrap(), Claim::Acquired);
-/// assert_eq!(claim(&other).await.unwrap(), Claim::InFlight);
-/// assert!(store.renew("evt_1", "payment_intent.succeeded", &token, lease).await.unwrap());
-/// assert!(store.complete("evt_1", "payment_intent.succeeded", &token, retention).await.unwrap());
-/// assert_eq!(claim(&later).await.unwrap(), Claim::Completed);
+/// let who = |token| Claimant::new("evt_1", "payment_intent.succeeded", token);
+/// assert_eq!(store.claim(who(&token), lease).await.unwrap(), Claim::Acquired);
+/// assert_eq!(store.claim(who(&other), lease).await.unwrap(), Claim::InFlight);
+/// assert_eq!(store.renew(who(&token), lease).await.unwrap(), Renewal::Held);
+/// assert_eq!(store.complete(who(&token), retention).await.unwrap(), Completion::Recorded);
+/// assert_eq!(store.claim(who(&later), lease).await.unwrap(), Claim::Completed);
 /// # }
 /// ```
 ///
@@ -204,85 +198,54 @@ impl StoreError {
 /// read-decide-write as one atomic step of its backend: one statement, one script.)
 #[async_trait]
 pub trait IdempotencyStore: Send + Sync + 'static {
-    /// Atomically claims `event_id` for `token`, for `lease`.
+    /// Atomically claims the event for the claimant's token, for `lease`.
     ///
     /// Answers [`Claim::Acquired`] when the id has no live record (unknown, or its lease or
     /// retention has run out), [`Claim::Completed`] when it was completed within the retention,
-    /// and [`Claim::InFlight`] when another owner's lease is still running. `event_type` is
-    /// recorded for operators (the SQL schema has a column for it); it takes no part in the
-    /// decision.
-    async fn claim(
-        &self,
-        event_id: &str,
-        event_type: &str,
-        token: &ClaimToken,
-        lease: Duration,
-    ) -> Result<Claim, StoreError>;
+    /// and [`Claim::InFlight`] when another owner's lease is still running.
+    async fn claim(&self, claimant: Claimant<'_>, lease: Duration) -> Result<Claim, StoreError>;
 
-    /// Extends `token`'s claim on `event_id` to `lease` from now, recording it again if the
-    /// event has no live record. Answers `false` when another owner holds or completed the event (the
-    /// claim was taken over), and `true` when the token holds the claim, or completed the event.
-    async fn renew(
-        &self,
-        event_id: &str,
-        event_type: &str,
-        token: &ClaimToken,
-        lease: Duration,
-    ) -> Result<bool, StoreError>;
+    /// Extends the token's claim to `lease` from now, recording it again if the event has no
+    /// live record. Answers [`Renewal::TakenOver`] when another owner holds or completed the
+    /// event, and [`Renewal::Held`] when the token holds the claim, or completed the event.
+    async fn renew(&self, claimant: Claimant<'_>, lease: Duration) -> Result<Renewal, StoreError>;
 
-    /// Records `event_id` as completed by `token` for `retention`, unless another owner holds
-    /// it or completed it. Answers whether it did: `true` also when the token's own record had
-    /// expired, been evicted or lost, and on a repeated completion by the same token; `false`
-    /// when another delivery took the event over (nothing is changed then).
+    /// Records the event as completed by the token for `retention`, unless another owner holds
+    /// it or completed it: [`Completion::Recorded`] (also when the token's own record had
+    /// expired, been evicted or lost, and on a repeated completion by the same token), or
+    /// [`Completion::TakenOver`] when another delivery took the event over (nothing is changed
+    /// then).
     async fn complete(
         &self,
-        event_id: &str,
-        event_type: &str,
-        token: &ClaimToken,
+        claimant: Claimant<'_>,
         retention: Duration,
-    ) -> Result<bool, StoreError>;
+    ) -> Result<Completion, StoreError>;
 
-    /// Forgets `token`'s live in-flight claim on `event_id`, so that the next delivery processes
-    /// the event. Answers whether it did; any other record (another owner's claim, a completed
-    /// event) is left as it is.
-    async fn release(&self, event_id: &str, token: &ClaimToken) -> Result<bool, StoreError>;
+    /// Forgets the token's live in-flight claim, so that the next delivery processes the
+    /// event: [`Release::Released`], or [`Release::NotHeld`] when there was none (another
+    /// owner's claim and a completed event are left as they are).
+    async fn release(&self, claimant: Claimant<'_>) -> Result<Release, StoreError>;
 }
 
 #[async_trait]
 impl<T: IdempotencyStore + ?Sized> IdempotencyStore for Arc<T> {
-    async fn claim(
-        &self,
-        event_id: &str,
-        event_type: &str,
-        token: &ClaimToken,
-        lease: Duration,
-    ) -> Result<Claim, StoreError> {
-        (**self).claim(event_id, event_type, token, lease).await
+    async fn claim(&self, claimant: Claimant<'_>, lease: Duration) -> Result<Claim, StoreError> {
+        (**self).claim(claimant, lease).await
     }
 
-    async fn renew(
-        &self,
-        event_id: &str,
-        event_type: &str,
-        token: &ClaimToken,
-        lease: Duration,
-    ) -> Result<bool, StoreError> {
-        (**self).renew(event_id, event_type, token, lease).await
+    async fn renew(&self, claimant: Claimant<'_>, lease: Duration) -> Result<Renewal, StoreError> {
+        (**self).renew(claimant, lease).await
     }
 
     async fn complete(
         &self,
-        event_id: &str,
-        event_type: &str,
-        token: &ClaimToken,
+        claimant: Claimant<'_>,
         retention: Duration,
-    ) -> Result<bool, StoreError> {
-        (**self)
-            .complete(event_id, event_type, token, retention)
-            .await
+    ) -> Result<Completion, StoreError> {
+        (**self).complete(claimant, retention).await
     }
 
-    async fn release(&self, event_id: &str, token: &ClaimToken) -> Result<bool, StoreError> {
-        (**self).release(event_id, token).await
+    async fn release(&self, claimant: Claimant<'_>) -> Result<Release, StoreError> {
+        (**self).release(claimant).await
     }
 }

@@ -1,6 +1,8 @@
 use std::time::Duration;
 
-use crate::store::{Claim, ClaimToken, IdempotencyStore, StoreError, async_trait};
+use crate::store::{
+    Claim, Claimant, Completion, IdempotencyStore, Release, Renewal, StoreError, async_trait,
+};
 
 /// A store that acquires every claim at once and records nothing: for measuring what the layer
 /// itself costs. It deduplicates nothing.
@@ -16,37 +18,19 @@ pub struct NullStore;
 
 #[async_trait]
 impl IdempotencyStore for NullStore {
-    async fn claim(
-        &self,
-        _: &str,
-        _: &str,
-        _: &ClaimToken,
-        _: Duration,
-    ) -> Result<Claim, StoreError> {
+    async fn claim(&self, _: Claimant<'_>, _: Duration) -> Result<Claim, StoreError> {
         Ok(Claim::Acquired)
     }
 
-    async fn renew(
-        &self,
-        _: &str,
-        _: &str,
-        _: &ClaimToken,
-        _: Duration,
-    ) -> Result<bool, StoreError> {
-        Ok(true)
+    async fn renew(&self, _: Claimant<'_>, _: Duration) -> Result<Renewal, StoreError> {
+        Ok(Renewal::Held)
     }
 
-    async fn complete(
-        &self,
-        _: &str,
-        _: &str,
-        _: &ClaimToken,
-        _: Duration,
-    ) -> Result<bool, StoreError> {
-        Ok(true)
+    async fn complete(&self, _: Claimant<'_>, _: Duration) -> Result<Completion, StoreError> {
+        Ok(Completion::Recorded)
     }
 
-    async fn release(&self, _: &str, _: &ClaimToken) -> Result<bool, StoreError> {
-        Ok(true)
+    async fn release(&self, _: Claimant<'_>) -> Result<Release, StoreError> {
+        Ok(Release::Released)
     }
 }

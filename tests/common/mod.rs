@@ -14,7 +14,10 @@ use std::{
 
 use sangho_webhook::{
     SanghoWebhookLayer, SanghoWebhookLayerBuilder,
-    store::{Claim, ClaimToken, IdempotencyStore, MokaStore, StoreError, async_trait},
+    store::{
+        Claim, ClaimToken, Claimant, Completion, IdempotencyStore, MokaStore, Release, Renewal,
+        StoreError, async_trait,
+    },
     testing::fixtures,
 };
 pub mod logs;
@@ -35,7 +38,7 @@ pub fn layer(store: impl IdempotencyStore) -> SanghoWebhookLayer {
 pub async fn peek(store: &dyn IdempotencyStore, id: &str) -> Claim {
     let token = ClaimToken::generate();
     store
-        .claim(id, TYPE, &token, Duration::from_secs(3600))
+        .claim(Claimant::new(id, TYPE, &token), Duration::from_secs(3600))
         .await
         .unwrap()
 }
@@ -183,23 +186,16 @@ async fn on_the_wire<T: Send + 'static>(
 
 #[async_trait]
 impl IdempotencyStore for FaultyStore {
-    async fn claim(
-        &self,
-        id: &str,
-        kind: &str,
-        token: &ClaimToken,
-        lease: Duration,
-    ) -> Result<Claim, StoreError> {
+    async fn claim(&self, claimant: Claimant<'_>, lease: Duration) -> Result<Claim, StoreError> {
         self.claims.fetch_add(1, Ordering::SeqCst);
         self.check().await?;
         let claim = match self.faults.claims_applied_late_ms.load(Ordering::SeqCst) {
-            0 => self.inner.claim(id, kind, token, lease).await,
+            0 => self.inner.claim(claimant, lease).await,
             late => {
-                let (inner, id, kind, token) =
-                    (self.inner.clone(), id.to_owned(), kind.to_owned(), *token);
+                let (inner, owned) = (self.inner.clone(), OwnedClaimant::from(claimant));
                 on_the_wire(
                     late,
-                    async move { inner.claim(&id, &kind, &token, lease).await },
+                    async move { inner.claim(owned.claimant(), lease).await },
                 )
                 .await
             }
@@ -211,23 +207,16 @@ impl IdempotencyStore for FaultyStore {
         claim
     }
 
-    async fn renew(
-        &self,
-        id: &str,
-        kind: &str,
-        token: &ClaimToken,
-        lease: Duration,
-    ) -> Result<bool, StoreError> {
+    async fn renew(&self, claimant: Claimant<'_>, lease: Duration) -> Result<Renewal, StoreError> {
         self.renewals.fetch_add(1, Ordering::SeqCst);
         self.check().await?;
         let renewed = match self.faults.renewals_applied_late_ms.load(Ordering::SeqCst) {
-            0 => self.inner.renew(id, kind, token, lease).await,
+            0 => self.inner.renew(claimant, lease).await,
             late => {
-                let (inner, id, kind, token) =
-                    (self.inner.clone(), id.to_owned(), kind.to_owned(), *token);
+                let (inner, owned) = (self.inner.clone(), OwnedClaimant::from(claimant));
                 on_the_wire(
                     late,
-                    async move { inner.renew(&id, &kind, &token, lease).await },
+                    async move { inner.renew(owned.claimant(), lease).await },
                 )
                 .await
             }
@@ -240,11 +229,9 @@ impl IdempotencyStore for FaultyStore {
 
     async fn complete(
         &self,
-        id: &str,
-        kind: &str,
-        token: &ClaimToken,
+        claimant: Claimant<'_>,
         retention: Duration,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Completion, StoreError> {
         self.completions.fetch_add(1, Ordering::SeqCst);
         self.check().await?;
         if self.faults.completions_fail.load(Ordering::SeqCst) {
@@ -252,12 +239,35 @@ impl IdempotencyStore for FaultyStore {
                 "completions fail",
             )));
         }
-        self.inner.complete(id, kind, token, retention).await
+        self.inner.complete(claimant, retention).await
     }
 
-    async fn release(&self, id: &str, token: &ClaimToken) -> Result<bool, StoreError> {
+    async fn release(&self, claimant: Claimant<'_>) -> Result<Release, StoreError> {
         self.releases.fetch_add(1, Ordering::SeqCst);
         self.check().await?;
-        self.inner.release(id, token).await
+        self.inner.release(claimant).await
+    }
+}
+
+/// A claimant's fields, owned: for an operation that outlives its caller ("on the wire").
+struct OwnedClaimant {
+    event_id: String,
+    event_type: String,
+    token: ClaimToken,
+}
+
+impl OwnedClaimant {
+    fn claimant(&self) -> Claimant<'_> {
+        Claimant::new(&self.event_id, &self.event_type, &self.token)
+    }
+}
+
+impl From<Claimant<'_>> for OwnedClaimant {
+    fn from(claimant: Claimant<'_>) -> Self {
+        Self {
+            event_id: claimant.event_id.to_owned(),
+            event_type: claimant.event_type.to_owned(),
+            token: *claimant.token,
+        }
     }
 }

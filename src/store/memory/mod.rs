@@ -8,7 +8,9 @@ use async_trait::async_trait;
 use foldhash::fast::RandomState;
 use moka::{Expiry, sync::Cache};
 
-use super::{Claim, ClaimToken, IdempotencyStore, StoreError};
+use super::{
+    Claim, ClaimToken, Claimant, Completion, IdempotencyStore, Release, Renewal, StoreError,
+};
 
 mod key;
 
@@ -39,7 +41,7 @@ use key::EventKey;
 /// production.
 ///
 /// ```
-/// use sangho_webhook::store::{Claim, ClaimToken, IdempotencyStore, MokaStore};
+/// use sangho_webhook::store::{Claim, ClaimToken, Claimant, IdempotencyStore, MokaStore};
 /// use std::time::Duration;
 ///
 /// # #[tokio::main(flavor = "current_thread")]
@@ -47,7 +49,7 @@ use key::EventKey;
 /// let store = MokaStore::new();
 /// let lease = Duration::from_secs(30);
 /// let (first, second) = (ClaimToken::generate(), ClaimToken::generate());
-/// let claim = |token| store.claim("evt_1", "payment_intent.succeeded", token, lease);
+/// let claim = |token| store.claim(Claimant::new("evt_1", "payment_intent.succeeded", token), lease);
 /// assert_eq!(claim(&first).await.unwrap(), Claim::Acquired);
 /// assert_eq!(claim(&second).await.unwrap(), Claim::InFlight);
 /// # }
@@ -198,14 +200,8 @@ impl Default for MokaStore {
 
 #[async_trait]
 impl IdempotencyStore for MokaStore {
-    async fn claim(
-        &self,
-        event_id: &str,
-        _event_type: &str,
-        token: &ClaimToken,
-        lease: Duration,
-    ) -> Result<Claim, StoreError> {
-        let event_id = EventKey::from(event_id);
+    async fn claim(&self, claimant: Claimant<'_>, lease: Duration) -> Result<Claim, StoreError> {
+        let event_id = EventKey::from(claimant.event_id);
         // A completed event stays completed until it expires: no lock needed to say so.
         if self.completed.contains_key(&event_id) {
             return Ok(Claim::Completed);
@@ -219,75 +215,75 @@ impl IdempotencyStore for MokaStore {
         if self.completed.contains_key(&event_id) {
             return Ok(Claim::Completed);
         }
-        in_flight.grant(event_id, token, lease, now);
+        in_flight.grant(event_id, claimant.token, lease, now);
         Ok(Claim::Acquired)
     }
 
-    async fn renew(
-        &self,
-        event_id: &str,
-        _event_type: &str,
-        token: &ClaimToken,
-        lease: Duration,
-    ) -> Result<bool, StoreError> {
-        let event_id = EventKey::from(event_id);
+    async fn renew(&self, claimant: Claimant<'_>, lease: Duration) -> Result<Renewal, StoreError> {
+        let (event_id, token) = (EventKey::from(claimant.event_id), claimant.token);
         let now = Instant::now();
         let mut in_flight = self.lock();
         match in_flight.claims.get_mut(&event_id) {
             Some(mine) if mine.token == *token => {
                 mine.until = now + lease;
-                return Ok(true);
+                return Ok(Renewal::Held);
             }
-            Some(other) if other.until > now => return Ok(false),
+            Some(other) if other.until > now => return Ok(Renewal::TakenOver),
             _ => {}
         }
         if let Some(completed) = self.completed.get(&event_id) {
-            return Ok(completed.by(token));
+            return Ok(if completed.by(token) {
+                Renewal::Held
+            } else {
+                Renewal::TakenOver
+            });
         }
         in_flight.grant(event_id, token, lease, now);
-        Ok(true)
+        Ok(Renewal::Held)
     }
 
     async fn complete(
         &self,
-        event_id: &str,
-        _event_type: &str,
-        token: &ClaimToken,
+        claimant: Claimant<'_>,
         retention: Duration,
-    ) -> Result<bool, StoreError> {
-        let event_id = EventKey::from(event_id);
+    ) -> Result<Completion, StoreError> {
+        let (event_id, token) = (EventKey::from(claimant.event_id), claimant.token);
         let now = Instant::now();
         let mut in_flight = self.lock();
         if in_flight
             .live(&event_id, now)
             .is_some_and(|lease| lease.token != *token)
         {
-            return Ok(false);
+            return Ok(Completion::TakenOver);
         }
         if self
             .completed
             .get(&event_id)
             .is_some_and(|completed| !completed.by(token))
         {
-            return Ok(false);
+            return Ok(Completion::TakenOver);
         }
         self.completed
             .insert(event_id.clone(), Completed::new(token, retention));
         in_flight.claims.remove(&event_id);
-        Ok(true)
+        Ok(Completion::Recorded)
     }
 
-    async fn release(&self, event_id: &str, token: &ClaimToken) -> Result<bool, StoreError> {
-        let event_id = EventKey::from(event_id);
+    async fn release(&self, claimant: Claimant<'_>) -> Result<Release, StoreError> {
+        let event_id = EventKey::from(claimant.event_id);
         let now = Instant::now();
         let mut in_flight = self.lock();
         match in_flight.claims.get(&event_id) {
-            Some(lease) if lease.token == *token => {
+            Some(lease) if lease.token == *claimant.token => {
                 let live = lease.until > now;
                 in_flight.claims.remove(&event_id);
-                Ok(live)
+                Ok(if live {
+                    Release::Released
+                } else {
+                    Release::NotHeld
+                })
             }
-            _ => Ok(false),
+            _ => Ok(Release::NotHeld),
         }
     }
 }

@@ -29,7 +29,7 @@ use std::{
 };
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use sangho_webhook::store::{Claim, ClaimToken, IdempotencyStore};
+use sangho_webhook::store::{Claim, ClaimToken, Claimant, Completion, IdempotencyStore};
 use sangho_webhook_redis::{
     HealingConnection, RedisStore,
     redis::{self, Script, aio::ConnectionManager},
@@ -163,11 +163,21 @@ impl Variants {
             }
             Variant::RedisStore => {
                 let (lease, token) = (Duration::from_millis(LEASE_MS), ClaimToken::generate());
-                match self.store.claim(id, TYPE, &token, lease).await {
+                match self
+                    .store
+                    .claim(Claimant::new(id, TYPE, &token), lease)
+                    .await
+                {
                     Ok(Claim::Acquired) => {
                         let retention = Duration::from_millis(RETENTION_MS);
-                        let completed = self.store.complete(id, TYPE, &token, retention).await;
-                        assert!(matches!(completed, Ok(true)), "{completed:?}");
+                        let completed = self
+                            .store
+                            .complete(Claimant::new(id, TYPE, &token), retention)
+                            .await;
+                        assert!(
+                            matches!(completed, Ok(Completion::Recorded)),
+                            "{completed:?}"
+                        );
                     }
                     other => panic!("a fresh event is acquired: {other:?}"),
                 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use sangho_webhook::{
     SanghoWebhookLayer,
     signature::Secret,
-    store::{Claim, ClaimToken, IdempotencyStore},
+    store::{Claim, ClaimToken, Claimant, Completion, IdempotencyStore, Renewal},
 };
 use sangho_webhook_redis::{
     RedisStore,
@@ -33,22 +33,30 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The first delivery claims the event with the token the layer drew for it: the key holds
     // that token for the lease.
     let token = ClaimToken::generate();
-    let Claim::Acquired = store.claim(&id, TYPE, &token, lease).await? else {
+    let Claim::Acquired = store.claim(Claimant::new(&id, TYPE, &token), lease).await? else {
         return Err("a fresh event is acquired".into());
     };
     show(&mut redis, &key, "after the claim").await?;
 
     // A concurrent delivery finds it in flight (the layer answers 409).
     let second = store
-        .claim(&id, TYPE, &ClaimToken::generate(), lease)
+        .claim(Claimant::new(&id, TYPE, &ClaimToken::generate()), lease)
         .await?;
     println!("a second claim: {second:?}");
 
     // While the handler runs, the layer renews the claim: a new lease from now.
-    assert!(store.renew(&id, TYPE, &token, lease).await?);
+    assert_eq!(
+        store.renew(Claimant::new(&id, TYPE, &token), lease).await?,
+        Renewal::Held
+    );
 
     // The handler succeeded: the key now says `completed:<token>`, for the retention.
-    assert!(store.complete(&id, TYPE, &token, retention).await?);
+    assert_eq!(
+        store
+            .complete(Claimant::new(&id, TYPE, &token), retention)
+            .await?,
+        Completion::Recorded
+    );
     show(&mut redis, &key, "after complete").await?;
 
     // A redelivery is a duplicate (the layer answers 200 without calling the handler), and a
@@ -56,21 +64,26 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "a redelivery: {:?}",
         store
-            .claim(&id, TYPE, &ClaimToken::generate(), lease)
+            .claim(Claimant::new(&id, TYPE, &ClaimToken::generate()), lease)
             .await?
     );
     println!(
-        "release after complete: {}",
-        store.release(&id, &token).await?
+        "release after complete: {:?}",
+        store.release(Claimant::new(&id, TYPE, &token)).await?
     );
 
     // A failed handler releases its claim: the key is gone and the next delivery processes it.
     let other = format!("{id}_failed");
     let token = ClaimToken::generate();
-    if let Claim::Acquired = store.claim(&other, "charge.failed", &token, lease).await? {
+    if let Claim::Acquired = store
+        .claim(Claimant::new(&other, "charge.failed", &token), lease)
+        .await?
+    {
         println!(
-            "release by the owner: {}",
-            store.release(&other, &token).await?
+            "release by the owner: {:?}",
+            store
+                .release(Claimant::new(&other, "charge.failed", &token))
+                .await?
         );
         show(&mut redis, &store.key(&other), "after release").await?;
     }

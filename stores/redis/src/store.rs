@@ -7,7 +7,9 @@ use redis::{
     ErrorKind, IntoConnectionInfo, Script, ServerErrorKind, Value,
     aio::{ConnectionLike, ConnectionManagerConfig},
 };
-use sangho_webhook::store::{Claim, ClaimToken, IdempotencyStore, StoreError};
+use sangho_webhook::store::{
+    Claim, ClaimToken, Claimant, Completion, IdempotencyStore, Release, Renewal, StoreError,
+};
 
 use crate::{
     ConnectError, ConnectOptions, HealingConnection, ReplicationError,
@@ -22,7 +24,7 @@ use crate::{
 /// happens when Redis is down.
 ///
 /// ```no_run
-/// use sangho_webhook::store::{Claim, ClaimToken, IdempotencyStore};
+/// use sangho_webhook::store::{Claim, ClaimToken, Claimant, IdempotencyStore};
 /// use sangho_webhook_redis::RedisStore;
 /// use std::time::Duration;
 ///
@@ -32,13 +34,12 @@ use crate::{
 ///     .await?
 ///     .with_prefix("billing:webhooks:");
 /// let (lease, token) = (Duration::from_secs(30), ClaimToken::generate());
-/// let Claim::Acquired = store.claim("evt_1", "payment_intent.succeeded", &token, lease).await?
-/// else {
+/// let claimant = Claimant::new("evt_1", "payment_intent.succeeded", &token);
+/// let Claim::Acquired = store.claim(claimant, lease).await? else {
 ///     return Ok(()); // processed already, or being processed
 /// };
 /// // ... process the event, then:
-/// let retention = Duration::from_secs(72 * 3600);
-/// store.complete("evt_1", "payment_intent.succeeded", &token, retention).await?;
+/// store.complete(claimant, Duration::from_secs(72 * 3600)).await?;
 /// # Ok(())
 /// # }
 /// ```
@@ -371,13 +372,8 @@ impl<C> IdempotencyStore for RedisStore<C>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
-    async fn claim(
-        &self,
-        event_id: &str,
-        _event_type: &str,
-        token: &ClaimToken,
-        lease: Duration,
-    ) -> Result<Claim, StoreError> {
+    async fn claim(&self, claimant: Claimant<'_>, lease: Duration) -> Result<Claim, StoreError> {
+        let (event_id, token) = (claimant.event_id, claimant.token);
         let key = self.key(event_id);
         let mut set = redis::cmd("SET");
         set.arg(&key)
@@ -444,34 +440,46 @@ where
         }
     }
 
-    async fn renew(
-        &self,
-        event_id: &str,
-        _event_type: &str,
-        token: &ClaimToken,
-        lease: Duration,
-    ) -> Result<bool, StoreError> {
+    async fn renew(&self, claimant: Claimant<'_>, lease: Duration) -> Result<Renewal, StoreError> {
         let script = (&*scripts::RENEW, scripts::RENEW_LUA);
-        self.owner_checked(script, &self.key(event_id), token, Some(lease))
-            .await
+        let key = self.key(claimant.event_id);
+        Ok(
+            match self
+                .owner_checked(script, &key, claimant.token, Some(lease))
+                .await?
+            {
+                true => Renewal::Held,
+                false => Renewal::TakenOver,
+            },
+        )
     }
 
     async fn complete(
         &self,
-        event_id: &str,
-        _event_type: &str,
-        token: &ClaimToken,
+        claimant: Claimant<'_>,
         retention: Duration,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Completion, StoreError> {
         let script = (&*scripts::COMPLETE, scripts::COMPLETE_LUA);
-        self.owner_checked(script, &self.key(event_id), token, Some(retention))
-            .await
+        let key = self.key(claimant.event_id);
+        let owner_checked = self.owner_checked(script, &key, claimant.token, Some(retention));
+        Ok(match owner_checked.await? {
+            true => Completion::Recorded,
+            false => Completion::TakenOver,
+        })
     }
 
-    async fn release(&self, event_id: &str, token: &ClaimToken) -> Result<bool, StoreError> {
+    async fn release(&self, claimant: Claimant<'_>) -> Result<Release, StoreError> {
         let script = (&*scripts::RELEASE, scripts::RELEASE_LUA);
-        self.owner_checked(script, &self.key(event_id), token, None)
-            .await
+        let key = self.key(claimant.event_id);
+        Ok(
+            match self
+                .owner_checked(script, &key, claimant.token, None)
+                .await?
+            {
+                true => Release::Released,
+                false => Release::NotHeld,
+            },
+        )
     }
 }
 

@@ -98,7 +98,7 @@ async fn deliveries_through_the_layer_on_a_cluster_are_processed_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs redis-server and redis-cli binaries (/usr/bin, or SANGHO_TEST_REDIS_SERVER and SANGHO_TEST_REDIS_CLI): run with --include-ignored"]
 async fn replica_waits_run_on_the_primary_of_each_key() {
-    use sangho_webhook::store::{Claim, ClaimToken, StoreError};
+    use sangho_webhook::store::{Claim, ClaimToken, Claimant, Completion, StoreError};
     use sangho_webhook_redis::ReplicationError;
     use std::error::Error as _;
 
@@ -114,13 +114,15 @@ async fn replica_waits_run_on_the_primary_of_each_key() {
     let ids: Vec<String> = (0..12).map(|_| unique_event_id("clwait")).collect();
     for id in &ids {
         let token = ClaimToken::generate();
+        let who = Claimant::new(id, TYPE, &token);
         assert_eq!(
-            store.claim(id, TYPE, &token, lease).await.unwrap(),
+            store.claim(who, lease).await.unwrap(),
             Claim::Acquired,
             "{id}"
         );
-        assert!(
-            store.complete(id, TYPE, &token, lease).await.unwrap(),
+        assert_eq!(
+            store.complete(who, lease).await.unwrap(),
+            Completion::Recorded,
             "{id}"
         );
     }
@@ -131,7 +133,7 @@ async fn replica_waits_run_on_the_primary_of_each_key() {
     }
     for id in ids.iter().map(|id| format!("{id}x")) {
         let error = store
-            .claim(&id, TYPE, &ClaimToken::generate(), lease)
+            .claim(Claimant::new(&id, TYPE, &ClaimToken::generate()), lease)
             .await
             .expect_err("no replica acknowledges");
         assert!(matches!(error, StoreError::Backend(_)), "{error:?}");

@@ -6,5 +6,5 @@ mod common;
 
 sangho_webhook::idempotency_store_conformance!(
     #[ignore = "needs Redis: run with --include-ignored; URL from SANGHO_TEST_REDIS_URL (default redis://127.0.0.1:6379)"]
-    => async { common::TestStore::connect().await }
+    => async { common::store_under_test().await }
 );

@@ -17,7 +17,7 @@ use common::{
 };
 use http::StatusCode;
 use sangho_webhook::{
-    store::{Claim, ClaimToken, IdempotencyStore, StoreError},
+    store::{Claim, ClaimToken, Claimant, Completion, IdempotencyStore, Renewal, StoreError},
     testing::{CountingHandler, conformance::unique_event_id},
 };
 use sangho_webhook_redis::{RedisStore, ReplicationError};
@@ -61,7 +61,10 @@ async fn a_claim_no_replica_acknowledged_is_refused_and_released() {
 
     let (id, token) = (unique_event_id("durable"), ClaimToken::generate());
     assert_eq!(
-        store.claim(&id, TYPE, &token, LEASE).await.unwrap(),
+        store
+            .claim(Claimant::new(&id, TYPE, &token), LEASE)
+            .await
+            .unwrap(),
         Claim::Acquired
     );
     assert_eq!(
@@ -73,7 +76,7 @@ async fn a_claim_no_replica_acknowledged_is_refused_and_released() {
     replica.pause();
     let id = unique_event_id("unacked");
     let error = store
-        .claim(&id, TYPE, &ClaimToken::generate(), LEASE)
+        .claim(Claimant::new(&id, TYPE, &ClaimToken::generate()), LEASE)
         .await
         .expect_err("a claim no replica acknowledged fails");
     let cause = replication_error(&error);
@@ -110,26 +113,27 @@ async fn a_completion_no_replica_acknowledged_fails_until_repeated_with_a_replic
     let replica = RedisServer::start_replica_of(&primary).await;
     let store = durable_store(&primary).await;
     let (id, token) = (unique_event_id("complete"), ClaimToken::generate());
-    assert_eq!(
-        store.claim(&id, TYPE, &token, LEASE).await.unwrap(),
-        Claim::Acquired
-    );
+    let who = Claimant::new(&id, TYPE, &token);
+    assert_eq!(store.claim(who, LEASE).await.unwrap(), Claim::Acquired);
 
     replica.pause();
     let error = store
-        .renew(&id, TYPE, &token, LEASE)
+        .renew(who, LEASE)
         .await
         .expect_err("a renewal no replica acknowledged fails");
     replication_error(&error);
     let error = store
-        .complete(&id, TYPE, &token, LEASE)
+        .complete(who, LEASE)
         .await
         .expect_err("a completion no replica acknowledged fails");
     replication_error(&error);
 
     replica.resume();
     wait_for_link(&replica).await;
-    assert!(store.complete(&id, TYPE, &token, LEASE).await.unwrap());
+    assert_eq!(
+        store.complete(who, LEASE).await.unwrap(),
+        Completion::Recorded
+    );
     let completed = format!("{}{token}", RedisStore::COMPLETED_PREFIX);
     assert_eq!(replica.get(&store.key(&id)), Some(completed));
 }
@@ -215,14 +219,15 @@ async fn durable_scripts_are_sent_again_after_a_script_flush() {
     let _replica = RedisServer::start_replica_of(&primary).await;
     let store = durable_store(&primary).await;
     let (id, token) = (unique_event_id("flushed"), ClaimToken::generate());
+    let who = Claimant::new(&id, TYPE, &token);
+    assert_eq!(store.claim(who, LEASE).await.unwrap(), Claim::Acquired);
+    primary.command(&["SCRIPT", "FLUSH"]);
+    assert_eq!(store.renew(who, LEASE).await.unwrap(), Renewal::Held);
+    primary.command(&["SCRIPT", "FLUSH"]);
     assert_eq!(
-        store.claim(&id, TYPE, &token, LEASE).await.unwrap(),
-        Claim::Acquired
+        store.complete(who, LEASE).await.unwrap(),
+        Completion::Recorded
     );
-    primary.command(&["SCRIPT", "FLUSH"]);
-    assert!(store.renew(&id, TYPE, &token, LEASE).await.unwrap());
-    primary.command(&["SCRIPT", "FLUSH"]);
-    assert!(store.complete(&id, TYPE, &token, LEASE).await.unwrap());
 }
 
 /// Completed events survive a crash (SIGKILL) and restart of a server that writes every
@@ -248,7 +253,10 @@ async fn completed_events_survive_a_restart_with_the_append_only_file() {
     let in_flight = unique_event_id("aofclaim");
     assert_eq!(
         store
-            .claim(&in_flight, TYPE, &ClaimToken::generate(), LEASE)
+            .claim(
+                Claimant::new(&in_flight, TYPE, &ClaimToken::generate()),
+                LEASE
+            )
             .await
             .unwrap(),
         Claim::Acquired
@@ -268,7 +276,10 @@ async fn completed_events_survive_a_restart_with_the_append_only_file() {
     );
     assert_eq!(
         store
-            .claim(&in_flight, TYPE, &ClaimToken::generate(), LEASE)
+            .claim(
+                Claimant::new(&in_flight, TYPE, &ClaimToken::generate()),
+                LEASE
+            )
             .await
             .unwrap(),
         Claim::InFlight,

@@ -289,7 +289,9 @@ async fn a_hung_server_costs_503s_in_bounded_time() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs a redis-server binary (/usr/bin/redis-server or SANGHO_TEST_REDIS_SERVER): run with --include-ignored"]
 async fn scripts_are_loaded_again_after_a_script_flush() {
-    use sangho_webhook::store::{Claim, ClaimToken, IdempotencyStore};
+    use sangho_webhook::store::{
+        Claim, ClaimToken, Claimant, Completion, IdempotencyStore, Release, Renewal,
+    };
     use sangho_webhook_redis::redis;
 
     let server = RedisServer::start().await;
@@ -306,21 +308,21 @@ async fn scripts_are_loaded_again_after_a_script_flush() {
             .expect("SCRIPT FLUSH");
     };
 
-    let claim = |token| store.claim("evt_flush", TYPE, token, lease);
+    let claim = |token| store.claim(Claimant::new("evt_flush", TYPE, token), lease);
     let token = ClaimToken::generate();
     assert_eq!(claim(&token).await.unwrap(), Claim::Acquired);
     flush().await;
-    assert!(store.release("evt_flush", &token).await.unwrap());
+    let who = Claimant::new("evt_flush", TYPE, &token);
+    assert_eq!(store.release(who).await.unwrap(), Release::Released);
     let token = ClaimToken::generate();
     assert_eq!(claim(&token).await.unwrap(), Claim::Acquired);
     flush().await;
-    assert!(store.renew("evt_flush", TYPE, &token, lease).await.unwrap());
+    let who = Claimant::new("evt_flush", TYPE, &token);
+    assert_eq!(store.renew(who, lease).await.unwrap(), Renewal::Held);
     flush().await;
-    assert!(
-        store
-            .complete("evt_flush", TYPE, &token, lease)
-            .await
-            .unwrap()
+    assert_eq!(
+        store.complete(who, lease).await.unwrap(),
+        Completion::Recorded
     );
     assert_eq!(
         claim(&ClaimToken::generate()).await.unwrap(),

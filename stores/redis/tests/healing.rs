@@ -172,7 +172,7 @@ async fn a_promoted_replica_is_followed_after_readonly() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs a redis-server binary (/usr/bin/redis-server or SANGHO_TEST_REDIS_SERVER): run with --include-ignored"]
 async fn every_operation_on_a_replica_fails_with_readonly() {
-    use sangho_webhook::store::{ClaimToken, IdempotencyStore};
+    use sangho_webhook::store::{ClaimToken, Claimant, IdempotencyStore};
     use sangho_webhook_redis::redis::{ErrorKind, RedisError, ServerErrorKind};
     use std::error::Error as _;
 
@@ -198,8 +198,9 @@ async fn every_operation_on_a_replica_fails_with_readonly() {
             "{error:?}"
         );
     };
-    read_only(store.claim(id, TYPE, &token, lease).await.map(drop));
-    read_only(store.renew(id, TYPE, &token, lease).await.map(drop));
-    read_only(store.complete(id, TYPE, &token, lease).await.map(drop));
-    read_only(store.release(id, &token).await.map(drop));
+    let who = Claimant::new(id, TYPE, &token);
+    read_only(store.claim(who, lease).await.map(drop));
+    read_only(store.renew(who, lease).await.map(drop));
+    read_only(store.complete(who, lease).await.map(drop));
+    read_only(store.release(who).await.map(drop));
 }

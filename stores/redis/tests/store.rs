@@ -6,7 +6,9 @@ mod common;
 use std::{error::Error as _, sync::Arc, time::Duration};
 
 use common::{PrefixCleanup, redis_url, unique_prefix};
-use sangho_webhook::store::{Claim, ClaimToken, IdempotencyStore, StoreError};
+use sangho_webhook::store::{
+    Claim, ClaimToken, Claimant, Completion, IdempotencyStore, Release, StoreError,
+};
 use sangho_webhook_redis::{
     HealingConnection, RedisStore,
     redis::{self, AsyncCommands},
@@ -51,11 +53,12 @@ async fn keys_hold_the_owner_token_then_the_completed_marker_and_expire() {
         "the lease is the TTL: {ttl} ms"
     );
 
-    assert!(
+    assert_eq!(
         store
-            .complete("evt_keys", TYPE, &token, RETENTION)
+            .complete(Claimant::new("evt_keys", TYPE, &token), RETENTION)
             .await
-            .unwrap()
+            .unwrap(),
+        Completion::Recorded
     );
     let value: Option<String> = raw.get(&key).await.unwrap();
     let completed = format!("{}{token}", RedisStore::COMPLETED_PREFIX);
@@ -81,7 +84,13 @@ async fn release_deletes_the_key() {
     let store = RedisStore::new(raw.clone()).with_prefix(prefix.clone());
 
     let token = acquire(&store, "evt_release").await;
-    assert!(store.release("evt_release", &token).await.unwrap());
+    assert_eq!(
+        store
+            .release(Claimant::new("evt_release", TYPE, &token))
+            .await
+            .unwrap(),
+        Release::Released
+    );
     let exists: bool = raw.exists(store.key("evt_release")).await.unwrap();
     assert!(!exists);
 }
@@ -152,7 +161,10 @@ async fn race(n: usize, store: impl Fn(usize) -> RedisStore) -> (usize, usize) {
         tasks.spawn(async move {
             barrier.wait().await;
             store
-                .claim("evt_race", TYPE, &ClaimToken::generate(), LEASE)
+                .claim(
+                    Claimant::new("evt_race", TYPE, &ClaimToken::generate()),
+                    LEASE,
+                )
                 .await
         });
     }
@@ -179,11 +191,12 @@ async fn completed_event_is_recognised_after_reconnecting() {
             .unwrap()
             .with_prefix(prefix.clone());
         let token = acquire(&before, "evt_reopened").await;
-        assert!(
+        assert_eq!(
             before
-                .complete("evt_reopened", TYPE, &token, RETENTION)
+                .complete(Claimant::new("evt_reopened", TYPE, &token), RETENTION)
                 .await
-                .unwrap()
+                .unwrap(),
+            Completion::Recorded
         );
         acquire(&before, "evt_left_in_flight").await;
     } // the first manager and its connection are gone
@@ -194,14 +207,20 @@ async fn completed_event_is_recognised_after_reconnecting() {
         .with_prefix(prefix);
     assert_eq!(
         after
-            .claim("evt_reopened", TYPE, &ClaimToken::generate(), LEASE)
+            .claim(
+                Claimant::new("evt_reopened", TYPE, &ClaimToken::generate()),
+                LEASE
+            )
             .await
             .unwrap(),
         Claim::Completed
     );
     assert_eq!(
         after
-            .claim("evt_left_in_flight", TYPE, &ClaimToken::generate(), LEASE)
+            .claim(
+                Claimant::new("evt_left_in_flight", TYPE, &ClaimToken::generate()),
+                LEASE
+            )
             .await
             .unwrap(),
         Claim::InFlight
@@ -218,15 +237,19 @@ async fn works_over_a_multiplexed_connection() {
     let connection = client.get_multiplexed_async_connection().await.unwrap();
     let store = RedisStore::new(connection).with_prefix(prefix);
     let token = acquire(&store, "evt_multiplexed").await;
-    assert!(
+    assert_eq!(
         store
-            .complete("evt_multiplexed", TYPE, &token, RETENTION)
+            .complete(Claimant::new("evt_multiplexed", TYPE, &token), RETENTION)
             .await
-            .unwrap()
+            .unwrap(),
+        Completion::Recorded
     );
     assert_eq!(
         store
-            .claim("evt_multiplexed", TYPE, &ClaimToken::generate(), LEASE)
+            .claim(
+                Claimant::new("evt_multiplexed", TYPE, &ClaimToken::generate()),
+                LEASE
+            )
             .await
             .unwrap(),
         Claim::Completed
@@ -248,7 +271,10 @@ async fn redis_errors_are_backend_errors_keeping_the_source() {
         .unwrap();
 
     let error = store
-        .claim("evt_wrongtype", TYPE, &ClaimToken::generate(), LEASE)
+        .claim(
+            Claimant::new("evt_wrongtype", TYPE, &ClaimToken::generate()),
+            LEASE,
+        )
         .await
         .expect_err("a claim over a hash fails");
     assert!(matches!(error, StoreError::Backend(_)), "{error:?}");

@@ -27,7 +27,7 @@ use std::{
 };
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use sangho_webhook::store::{Claim, ClaimToken, IdempotencyStore};
+use sangho_webhook::store::{Claim, ClaimToken, Claimant, Completion, IdempotencyStore};
 use sangho_webhook_sqlx::{
     PostgresStore, SqliteStore,
     sqlx::{
@@ -47,10 +47,15 @@ const TYPE: &str = "payment_intent.succeeded";
 /// One claim + complete of a fresh event through the store.
 async fn through_store(store: &dyn IdempotencyStore, id: &str) {
     let token = ClaimToken::generate();
-    match store.claim(id, TYPE, &token, LEASE).await {
+    match store.claim(Claimant::new(id, TYPE, &token), LEASE).await {
         Ok(Claim::Acquired) => {
-            let completed = store.complete(id, TYPE, &token, RETENTION).await;
-            assert!(matches!(completed, Ok(true)), "{completed:?}");
+            let completed = store
+                .complete(Claimant::new(id, TYPE, &token), RETENTION)
+                .await;
+            assert!(
+                matches!(completed, Ok(Completion::Recorded)),
+                "{completed:?}"
+            );
         }
         other => panic!("a fresh event is acquired: {other:?}"),
     }

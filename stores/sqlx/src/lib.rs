@@ -43,7 +43,7 @@
 //! use sangho_webhook::{
 //!     SanghoWebhookLayer,
 //!     signature::Secret,
-//!     store::{Claim, ClaimToken, IdempotencyStore},
+//!     store::{Claim, ClaimToken, Claimant, Completion, IdempotencyStore, Renewal},
 //! };
 //! use sangho_webhook_sqlx::SqliteStore;
 //!
@@ -58,12 +58,12 @@
 //!
 //! let (lease, retention) = (Duration::from_secs(30), Duration::from_secs(72 * 3600));
 //! let (token, other) = (ClaimToken::generate(), ClaimToken::generate());
-//! let claim = |token| store.claim("evt_1", "charge.succeeded", token, lease);
-//! assert_eq!(claim(&token).await?, Claim::Acquired);
-//! assert_eq!(claim(&other).await?, Claim::InFlight);
-//! assert!(store.renew("evt_1", "charge.succeeded", &token, lease).await?);
-//! assert!(store.complete("evt_1", "charge.succeeded", &token, retention).await?);
-//! assert_eq!(claim(&other).await?, Claim::Completed);
+//! let who = |token| Claimant::new("evt_1", "charge.succeeded", token);
+//! assert_eq!(store.claim(who(&token), lease).await?, Claim::Acquired);
+//! assert_eq!(store.claim(who(&other), lease).await?, Claim::InFlight);
+//! assert_eq!(store.renew(who(&token), lease).await?, Renewal::Held);
+//! assert_eq!(store.complete(who(&token), retention).await?, Completion::Recorded);
+//! assert_eq!(store.claim(who(&other), lease).await?, Claim::Completed);
 //!
 //! // What a server does with it: the layer claims, completes and releases by itself.
 //! let layer = SanghoWebhookLayer::new(Secret::new("whsec_…")?, store);

@@ -3,7 +3,9 @@
 use std::{fmt, sync::Arc, time::Duration};
 
 use async_trait::async_trait;
-use sangho_webhook::store::{Claim, ClaimToken, IdempotencyStore, StoreError};
+use sangho_webhook::store::{
+    Claim, ClaimToken, Claimant, Completion, IdempotencyStore, Release, Renewal, StoreError,
+};
 use sqlx::Pool;
 
 use crate::{
@@ -422,13 +424,9 @@ impl<D: Dialect> Purge for SqlStore<D> {
 
 #[async_trait]
 impl<D: Dialect> IdempotencyStore for SqlStore<D> {
-    async fn claim(
-        &self,
-        event_id: &str,
-        event_type: &str,
-        token: &ClaimToken,
-        lease: Duration,
-    ) -> Result<Claim, StoreError> {
+    async fn claim(&self, claimant: Claimant<'_>, lease: Duration) -> Result<Claim, StoreError> {
+        let (event_id, event_type, token) =
+            (claimant.event_id, claimant.event_type, claimant.token);
         let binds = [
             Bind::Text(event_id),
             Bind::Text(event_type),
@@ -473,41 +471,51 @@ impl<D: Dialect> IdempotencyStore for SqlStore<D> {
         }
     }
 
-    async fn renew(
-        &self,
-        event_id: &str,
-        event_type: &str,
-        token: &ClaimToken,
-        lease: Duration,
-    ) -> Result<bool, StoreError> {
+    async fn renew(&self, claimant: Claimant<'_>, lease: Duration) -> Result<Renewal, StoreError> {
+        let token = claimant.token;
         let binds = [
-            Bind::Text(event_id),
-            Bind::Text(event_type),
+            Bind::Text(claimant.event_id),
+            Bind::Text(claimant.event_type),
             Bind::Text(token.as_str()),
             Bind::Int(micros(lease)),
         ];
-        self.owned(&self.queries.renew, &binds, token).await
+        Ok(
+            match self.owned(&self.queries.renew, &binds, token).await? {
+                true => Renewal::Held,
+                false => Renewal::TakenOver,
+            },
+        )
     }
 
     async fn complete(
         &self,
-        event_id: &str,
-        event_type: &str,
-        token: &ClaimToken,
+        claimant: Claimant<'_>,
         retention: Duration,
-    ) -> Result<bool, StoreError> {
+    ) -> Result<Completion, StoreError> {
+        let token = claimant.token;
         let binds = [
-            Bind::Text(event_id),
-            Bind::Text(event_type),
+            Bind::Text(claimant.event_id),
+            Bind::Text(claimant.event_type),
             Bind::Text(token.as_str()),
             Bind::Int(micros(retention)),
         ];
-        self.owned(&self.queries.complete, &binds, token).await
+        Ok(
+            match self.owned(&self.queries.complete, &binds, token).await? {
+                true => Completion::Recorded,
+                false => Completion::TakenOver,
+            },
+        )
     }
 
-    async fn release(&self, event_id: &str, token: &ClaimToken) -> Result<bool, StoreError> {
-        let binds = [Bind::Text(event_id), Bind::Text(token.as_str())];
-        self.owned(&self.queries.release, &binds, token).await
+    async fn release(&self, claimant: Claimant<'_>) -> Result<Release, StoreError> {
+        let token = claimant.token;
+        let binds = [Bind::Text(claimant.event_id), Bind::Text(token.as_str())];
+        Ok(
+            match self.owned(&self.queries.release, &binds, token).await? {
+                true => Release::Released,
+                false => Release::NotHeld,
+            },
+        )
     }
 }
 

@@ -186,7 +186,7 @@ async fn a_claim_left_by_a_killed_process_is_taken_over_once_on_postgres() {
     let child_store = format!("postgres {} {}", common::postgres_url(), store.table());
     killed_app_is_taken_over_once(
         "a_claim_left_by_a_killed_process_is_taken_over_once_on_postgres",
-        store,
+        store.store.clone(),
         &child_store,
     )
     .await;

@@ -11,11 +11,12 @@ mod common;
 use std::time::Duration;
 
 use common::{LONG, acquire, bodies, bodies::SqlStore as _, mariadb_store, mariadb_store_on};
+use sangho_webhook::store::Completion;
 use sangho_webhook_sqlx::{MariaDbStore, sqlx::mysql::MySqlPoolOptions};
 
 sangho_webhook::idempotency_store_conformance!(
     #[ignore = "needs MariaDB: run with --features mariadb -- --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
-    => async { mariadb_store("conf", 16).await }
+    => async { mariadb_store("conf", 16).await.under_test() }
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -33,7 +34,10 @@ async fn two_hundred_concurrent_claims_through_sixteen_connections_acquire_once(
 async fn event_ids_are_case_sensitive() {
     let store = mariadb_store("case", 2).await;
     let token = acquire(&*store, "evt_Case", LONG).await;
-    assert!(common::complete(&store, "evt_Case", &token, LONG).await);
+    assert_eq!(
+        common::complete(&*store, "evt_Case", &token, LONG).await,
+        Completion::Recorded
+    );
     acquire(&*store, "evt_case", LONG).await;
 }
 
@@ -219,7 +223,7 @@ async fn a_claim_that_waits_on_a_row_lock_never_lands_after_its_503() {
     let table = store.table().as_str().to_owned();
     let id = sangho_webhook::testing::conformance::unique_event_id("rowlock");
     bodies::a_claim_that_waits_on_a_lock_never_lands_after_its_503(
-        store,
+        store.store.clone(),
         &id,
         || lock_row(&table, &id),
         unlock_row,
@@ -234,7 +238,7 @@ async fn a_renewal_that_waits_on_a_row_lock_gives_up_after_the_lock_timeout() {
     let table = store.table().as_str().to_owned();
     let id = sangho_webhook::testing::conformance::unique_event_id("renewlock");
     bodies::a_renewal_that_waits_on_a_lock_gives_up_after_the_lock_timeout(
-        store,
+        store.store.clone(),
         &id,
         || lock_row(&table, &id),
         unlock_row,
@@ -245,7 +249,7 @@ async fn a_renewal_that_waits_on_a_row_lock_gives_up_after_the_lock_timeout() {
 #[tokio::test]
 #[ignore = "needs MariaDB: run with --features mariadb -- --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
 async fn claims_and_renewals_leave_the_session_lock_wait_timeouts_as_they_are() {
-    use sangho_webhook::store::IdempotencyStore as _;
+    use sangho_webhook::store::{Claimant, IdempotencyStore as _, Renewal};
     use sangho_webhook_sqlx::sqlx;
     let store = mariadb_store("session", 1).await;
     let (before,): (String,) = sqlx::query_as(
@@ -256,7 +260,13 @@ async fn claims_and_renewals_leave_the_session_lock_wait_timeouts_as_they_are() 
     .unwrap();
     let id = sangho_webhook::testing::conformance::unique_event_id("session");
     let token = acquire(&*store, &id, LONG).await;
-    assert!(store.renew(&id, common::TYPE, &token, LONG).await.unwrap());
+    assert_eq!(
+        store
+            .renew(Claimant::new(&id, common::TYPE, &token), LONG)
+            .await
+            .unwrap(),
+        Renewal::Held
+    );
     let (after,): (String,) = sqlx::query_as(
         "SELECT CONCAT(@@session.innodb_lock_wait_timeout, ' ', @@session.lock_wait_timeout)",
     )

@@ -17,7 +17,7 @@ use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper_util::{client::legacy::Client, rt::TokioExecutor};
 use sangho_webhook::{
-    store::{Claim, StoreError},
+    store::{Claim, Claimant, Completion, Renewal, StoreError},
     testing::{CountingHandler, Delivery, conformance::unique_event_id, fixtures},
 };
 use sangho_webhook_sqlx::{
@@ -30,7 +30,7 @@ use sangho_webhook_sqlx::{
 
 sangho_webhook::idempotency_store_conformance!(
     #[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
-    => async { postgres_store("conf", 16).await }
+    => async { postgres_store("conf", 16).await.under_test() }
 );
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -377,11 +377,15 @@ async fn the_cron_purge_gives_the_same_answer_in_every_time_zone() {
         // run out: deleted.
         let kept = unique_event_id("kept");
         let token = common::acquire(&*store, &kept, Duration::from_secs(60)).await;
-        assert!(
+        assert_eq!(
             store
-                .complete(&kept, lasts, &token, Duration::from_secs(2 * 3600))
+                .complete(
+                    Claimant::new(&kept, lasts, &token),
+                    Duration::from_secs(2 * 3600)
+                )
                 .await
-                .unwrap()
+                .unwrap(),
+            Completion::Recorded
         );
         sqlx::query(AssertSqlSafe(format!(
             "UPDATE {} SET processed_at = processed_at - INTERVAL '70 hours' WHERE event_id = $1",
@@ -393,11 +397,15 @@ async fn the_cron_purge_gives_the_same_answer_in_every_time_zone() {
         .unwrap();
         let gone = unique_event_id("gone");
         let token = common::acquire(&*store, &gone, Duration::from_secs(60)).await;
-        assert!(
+        assert_eq!(
             store
-                .complete(&gone, lasts, &token, Duration::from_millis(1))
+                .complete(
+                    Claimant::new(&gone, lasts, &token),
+                    Duration::from_millis(1)
+                )
                 .await
-                .unwrap()
+                .unwrap(),
+            Completion::Recorded
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
 
@@ -445,11 +453,15 @@ async fn the_purge_gives_the_same_answer_on_a_pool_in_another_time_zone() {
     // retention; purged from a replica whose sessions are at UTC+14.
     let kept = unique_event_id("kept");
     let token = common::acquire(&*table, &kept, Duration::from_secs(60)).await;
-    assert!(
+    assert_eq!(
         table
-            .complete(&kept, TYPE, &token, Duration::from_secs(2 * 3600))
+            .complete(
+                Claimant::new(&kept, TYPE, &token),
+                Duration::from_secs(2 * 3600)
+            )
             .await
-            .unwrap()
+            .unwrap(),
+        Completion::Recorded
     );
     sqlx::query(AssertSqlSafe(format!(
         "UPDATE {} SET processed_at = processed_at - INTERVAL '70 hours' WHERE event_id = $1",
@@ -488,7 +500,7 @@ async fn purge_of_a_backlog_beside_32_claimers_fails_no_claim() {
 #[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
 async fn a_handler_longer_than_the_lease_runs_once() {
     let store = postgres_store("slow", 4).await;
-    bodies::a_handler_longer_than_the_lease_runs_once(store).await;
+    bodies::a_handler_longer_than_the_lease_runs_once(store.store.clone()).await;
 }
 
 /// Another session's open transaction that holds the row of `id` in `table` (`SELECT … FOR
@@ -523,7 +535,7 @@ async fn a_claim_that_waits_on_a_row_lock_never_lands_after_its_503() {
     let table = store.table().as_str().to_owned();
     let id = unique_event_id("rowlock");
     bodies::a_claim_that_waits_on_a_lock_never_lands_after_its_503(
-        store,
+        store.store.clone(),
         &id,
         || lock_row(&table, &id),
         unlock_row,
@@ -538,7 +550,7 @@ async fn a_renewal_that_waits_on_a_row_lock_gives_up_after_the_lock_timeout() {
     let table = store.table().as_str().to_owned();
     let id = unique_event_id("renewlock");
     bodies::a_renewal_that_waits_on_a_lock_gives_up_after_the_lock_timeout(
-        store,
+        store.store.clone(),
         &id,
         || lock_row(&table, &id),
         unlock_row,
@@ -553,7 +565,13 @@ async fn claims_and_renewals_leave_the_session_lock_timeout_as_it_is() {
     let store = postgres_store("session", 1).await;
     let id = unique_event_id("session");
     let token = common::acquire(&*store, &id, common::LONG).await;
-    assert!(store.renew(&id, TYPE, &token, common::LONG).await.unwrap());
+    assert_eq!(
+        store
+            .renew(Claimant::new(&id, TYPE, &token), common::LONG)
+            .await
+            .unwrap(),
+        Renewal::Held
+    );
     let (lock_timeout,): (String,) = sqlx::query_as("SHOW lock_timeout")
         .fetch_one(store.pool())
         .await

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use common::{LONG, TYPE, acquire, private_postgres::PrivatePostgres};
 use sangho_webhook::{
-    store::{ClaimToken, IdempotencyStore},
+    store::{ClaimToken, Claimant, IdempotencyStore, Release, Renewal},
     testing::conformance::unique_event_id,
 };
 use sangho_webhook_sqlx::{
@@ -90,7 +90,13 @@ async fn claims_and_renewals_are_flushed_to_disk_before_they_answer() {
     );
     let renewals = flushes_of(&store, &admin, async {
         for (id, token) in ids.iter().zip(&tokens) {
-            assert!(store.renew(id, TYPE, token, LONG).await.unwrap());
+            assert_eq!(
+                store
+                    .renew(Claimant::new(id, TYPE, token), LONG)
+                    .await
+                    .unwrap(),
+                Renewal::Held
+            );
         }
     })
     .await;
@@ -149,7 +155,10 @@ async fn releases_are_not_flushed_before_they_answer() {
     let started = Instant::now();
     let releases = flushes_of(&store, &admin, async {
         for (id, token) in &claimed {
-            assert!(store.release(id, token).await.unwrap());
+            assert_eq!(
+                store.release(Claimant::new(id, TYPE, token)).await.unwrap(),
+                Release::Released
+            );
         }
     })
     .await;
@@ -161,7 +170,13 @@ async fn releases_are_not_flushed_before_they_answer() {
     // A release changes nothing for another token.
     let id = unique_event_id("release");
     acquire(&store, &id, LONG).await;
-    assert!(!store.release(&id, &ClaimToken::generate()).await.unwrap());
+    assert_eq!(
+        store
+            .release(Claimant::new(&id, TYPE, &ClaimToken::generate()))
+            .await
+            .unwrap(),
+        Release::NotHeld
+    );
 }
 
 /// The pid of the server's WAL writer.

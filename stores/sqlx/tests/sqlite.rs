@@ -7,6 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::{LONG, acquire, bodies, sqlite_store, sqlite_store_at};
+use sangho_webhook::store::Completion;
 use sangho_webhook::testing::conformance::unique_event_id;
 use sangho_webhook_sqlx::{
     SqliteStore,
@@ -16,7 +17,7 @@ use sangho_webhook_sqlx::{
     },
 };
 
-sangho_webhook::idempotency_store_conformance!(async { sqlite_store(16).await });
+sangho_webhook::idempotency_store_conformance!(async { sqlite_store(16).await.under_test() });
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_hundred_concurrent_claims_through_sixteen_connections_acquire_once() {
@@ -126,7 +127,10 @@ async fn tables_in_one_file_are_independent() {
     first.migrate().await.unwrap();
     second.migrate().await.unwrap();
     let token = acquire(&first, "evt_1", LONG).await;
-    assert!(common::complete(&first, "evt_1", &token, LONG).await);
+    assert_eq!(
+        common::complete(&first, "evt_1", &token, LONG).await,
+        Completion::Recorded
+    );
     acquire(&second, "evt_1", LONG).await;
 }
 
@@ -197,7 +201,7 @@ async fn purge_of_a_backlog_beside_32_claimers_fails_no_claim() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handler_longer_than_the_lease_runs_once() {
     let store = sqlite_store(4).await;
-    bodies::a_handler_longer_than_the_lease_runs_once(store).await;
+    bodies::a_handler_longer_than_the_lease_runs_once(store.store.clone()).await;
 }
 
 /// Another connection's open write transaction on the database file at `path` (`BEGIN
@@ -222,7 +226,7 @@ async fn a_claim_that_waits_on_the_write_lock_never_lands_after_its_503() {
     let path = store.pool().connect_options().get_filename().to_owned();
     let id = unique_event_id("writelock");
     bodies::a_claim_that_waits_on_a_lock_never_lands_after_its_503(
-        store,
+        store.store.clone(),
         &id,
         || lock_database(&path),
         unlock_database,
@@ -236,7 +240,7 @@ async fn a_renewal_that_waits_on_the_write_lock_gives_up_after_the_lock_timeout(
     let path = store.pool().connect_options().get_filename().to_owned();
     let id = unique_event_id("renewlock");
     bodies::a_renewal_that_waits_on_a_lock_gives_up_after_the_lock_timeout(
-        store,
+        store.store.clone(),
         &id,
         || lock_database(&path),
         unlock_database,

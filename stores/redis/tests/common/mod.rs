@@ -14,8 +14,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use async_trait::async_trait;
-use sangho_webhook::store::{Claim, ClaimToken, IdempotencyStore, StoreError};
+use sangho_webhook::{store::ClaimToken, testing::conformance::StoreUnderTest};
 use sangho_webhook_redis::{RedisStore, redis};
 
 /// Why the server tests are ignored by a plain `cargo test`.
@@ -78,64 +77,16 @@ impl Drop for PrefixCleanup {
     }
 }
 
-/// A [`RedisStore`] on the test Redis under a unique prefix, emptied when dropped.
-pub struct TestStore {
-    pub store: RedisStore,
-    _cleanup: PrefixCleanup,
-}
-
-impl TestStore {
-    pub async fn connect() -> Self {
-        let url = redis_url();
-        let prefix = unique_prefix();
-        let store = RedisStore::connect(url.as_str())
-            .await
-            .unwrap_or_else(|error| panic!("cannot connect to the test Redis at {url}: {error}"))
-            .with_prefix(prefix.clone());
-        Self {
-            store,
-            _cleanup: PrefixCleanup::new(url, prefix),
-        }
-    }
-}
-
-#[async_trait]
-impl IdempotencyStore for TestStore {
-    async fn claim(
-        &self,
-        event_id: &str,
-        event_type: &str,
-        token: &ClaimToken,
-        lease: Duration,
-    ) -> Result<Claim, StoreError> {
-        self.store.claim(event_id, event_type, token, lease).await
-    }
-
-    async fn renew(
-        &self,
-        event_id: &str,
-        event_type: &str,
-        token: &ClaimToken,
-        lease: Duration,
-    ) -> Result<bool, StoreError> {
-        self.store.renew(event_id, event_type, token, lease).await
-    }
-
-    async fn complete(
-        &self,
-        event_id: &str,
-        event_type: &str,
-        token: &ClaimToken,
-        retention: Duration,
-    ) -> Result<bool, StoreError> {
-        self.store
-            .complete(event_id, event_type, token, retention)
-            .await
-    }
-
-    async fn release(&self, event_id: &str, token: &ClaimToken) -> Result<bool, StoreError> {
-        self.store.release(event_id, token).await
-    }
+/// A [`RedisStore`] on the test Redis under a unique prefix, for the conformance suite: the
+/// prefix is emptied when the check ends.
+pub async fn store_under_test() -> StoreUnderTest {
+    let url = redis_url();
+    let prefix = unique_prefix();
+    let store = RedisStore::connect(url.as_str())
+        .await
+        .unwrap_or_else(|error| panic!("cannot connect to the test Redis at {url}: {error}"))
+        .with_prefix(prefix.clone());
+    StoreUnderTest::new(store).with_cleanup(PrefixCleanup::new(url, prefix))
 }
 
 /// A port nothing listens on (at the time of asking).

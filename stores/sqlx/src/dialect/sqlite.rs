@@ -267,7 +267,7 @@ impl SqlStore<Sqlite> {
     /// timeout of [`ACQUIRE_TIMEOUT`](Self::ACQUIRE_TIMEOUT).
     ///
     /// ```
-    /// use sangho_webhook::store::{Claim, ClaimToken, IdempotencyStore};
+    /// use sangho_webhook::store::{Claim, ClaimToken, Claimant, IdempotencyStore};
     /// use sangho_webhook_sqlx::SqliteStore;
     /// use std::time::Duration;
     ///
@@ -278,7 +278,8 @@ impl SqlStore<Sqlite> {
     /// let store = SqliteStore::connect(&url).await?;
     /// store.migrate().await?;
     /// let token = ClaimToken::generate();
-    /// let claim = store.claim("evt_1", "charge.succeeded", &token, Duration::from_secs(30)).await?;
+    /// let claimant = Claimant::new("evt_1", "charge.succeeded", &token);
+    /// let claim = store.claim(claimant, Duration::from_secs(30)).await?;
     /// assert_eq!(claim, Claim::Acquired);
     /// # Ok(()) }
     /// ```

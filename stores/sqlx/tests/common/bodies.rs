@@ -11,7 +11,7 @@ use std::{
 use async_trait::async_trait;
 use http::StatusCode;
 use sangho_webhook::{
-    store::{Claim, IdempotencyStore, StoreError},
+    store::{Claim, Claimant, Completion, IdempotencyStore, Renewal, StoreError},
     testing::{CountingHandler, Delivery, conformance::unique_event_id, fixtures, send},
 };
 use sangho_webhook_sqlx::{
@@ -96,10 +96,16 @@ pub async fn migrate_adopts_a_table_of_the_provider_schema<S: SqlStore>(store: &
     assert_eq!(claim(store, &recent, LONG).await.unwrap(), Claim::Completed);
     // Four days old: past the 72-hour adopted retention.
     let token = acquire(store, &old, LONG).await;
-    assert!(complete(store, &old, &token, LONG).await);
+    assert_eq!(
+        complete(store, &old, &token, LONG).await,
+        Completion::Recorded
+    );
     let new = unique_event_id("new");
     let token = acquire(store, &new, LONG).await;
-    assert!(complete(store, &new, &token, LONG).await);
+    assert_eq!(
+        complete(store, &new, &token, LONG).await,
+        Completion::Recorded
+    );
     assert_eq!(claim(store, &new, LONG).await.unwrap(), Claim::Completed);
 }
 
@@ -205,7 +211,10 @@ pub async fn completed_event_is_a_duplicate_after_the_pool_is_reopened<S, F>(
 {
     let id = unique_event_id("reopen");
     let token = acquire(store, &id, LONG).await;
-    assert!(complete(store, &id, &token, LONG).await);
+    assert_eq!(
+        complete(store, &id, &token, LONG).await,
+        Completion::Recorded
+    );
     store.pool().close().await;
     assert!(
         claim(store, &id, LONG).await.is_err(),
@@ -225,7 +234,10 @@ pub async fn purge_removes_exactly_the_rows_past_their_own_expiry<S: SqlStore>(s
     // Removed.
     let expired = unique_event_id("expired");
     let token = acquire(store, &expired, LONG).await;
-    assert!(complete(store, &expired, &token, SHORT).await);
+    assert_eq!(
+        complete(store, &expired, &token, SHORT).await,
+        Completion::Recorded
+    );
     let abandoned = unique_event_id("abandoned");
     acquire(store, &abandoned, SHORT).await;
     let foreign_old = unique_event_id("foreignold");
@@ -235,10 +247,16 @@ pub async fn purge_removes_exactly_the_rows_past_their_own_expiry<S: SqlStore>(s
     // (even one claimed four days ago), a recent row of another tool.
     let completed = unique_event_id("completed");
     let token = acquire(store, &completed, LONG).await;
-    assert!(complete(store, &completed, &token, LONG).await);
+    assert_eq!(
+        complete(store, &completed, &token, LONG).await,
+        Completion::Recorded
+    );
     let completed_long_ago = unique_event_id("compold");
     let token = acquire(store, &completed_long_ago, LONG).await;
-    assert!(complete(store, &completed_long_ago, &token, LONG).await);
+    assert_eq!(
+        complete(store, &completed_long_ago, &token, LONG).await,
+        Completion::Recorded
+    );
     store.backdate(&completed_long_ago).await;
     let live = unique_event_id("live");
     acquire(store, &live, LONG).await;
@@ -278,7 +296,10 @@ pub async fn purge_removes_exactly_the_rows_past_their_own_expiry<S: SqlStore>(s
 pub async fn purge_task_purges_until_stopped<S: SqlStore>(store: &S) {
     let done = unique_event_id("done");
     let token = acquire(store, &done, LONG).await;
-    assert!(complete(store, &done, &token, Duration::from_millis(10)).await);
+    assert_eq!(
+        complete(store, &done, &token, Duration::from_millis(10)).await,
+        Completion::Recorded
+    );
     tokio::time::sleep(Duration::from_millis(20)).await;
 
     let task = store.spawn_purge(LONG, Duration::from_millis(50));
@@ -304,7 +325,10 @@ pub async fn purge_task_stops_promptly_while_its_purge_waits_for_a_lock<S, G, F>
     // Something to purge, so that the purge writes.
     let id = unique_event_id("blocked");
     let token = acquire(store, &id, LONG).await;
-    assert!(complete(store, &id, &token, Duration::from_millis(1)).await);
+    assert_eq!(
+        complete(store, &id, &token, Duration::from_millis(1)).await,
+        Completion::Recorded
+    );
     tokio::time::sleep(Duration::from_millis(20)).await;
     let guard = block().await;
     let task = store.spawn_purge(LONG, Duration::from_millis(10));
@@ -421,7 +445,11 @@ where
                 let started = Instant::now();
                 let token = acquire(&store, &id, LONG).await;
                 latencies.push(started.elapsed());
-                assert!(complete(&store, &id, &token, LONG).await, "{id} completes");
+                assert_eq!(
+                    complete(&store, &id, &token, LONG).await,
+                    Completion::Recorded,
+                    "{id} completes"
+                );
                 assert_eq!(
                     claim(&store, &id, LONG).await.expect("no claim fails"),
                     Claim::Completed,
@@ -587,7 +615,7 @@ pub async fn a_renewal_that_waits_on_a_lock_gives_up_after_the_lock_timeout<S, L
     let locked = Instant::now();
     let (renewed, ()) = tokio::join!(
         async {
-            let renewed = store.renew(id, TYPE, &token, LONG).await;
+            let renewed = store.renew(Claimant::new(id, TYPE, &token), LONG).await;
             (renewed, locked.elapsed())
         },
         async {
@@ -605,6 +633,10 @@ pub async fn a_renewal_that_waits_on_a_lock_gives_up_after_the_lock_timeout<S, L
         waited >= Duration::from_millis(1_900) && waited < LOCK_HELD,
         "it waited {waited:?}: about the lock timeout (2 s), less than the lock was held"
     );
-    assert!(store.renew(id, TYPE, &token, LONG).await.expect("renew"));
-    assert!(complete(&store, id, &token, LONG).await);
+    let renewed = store.renew(Claimant::new(id, TYPE, &token), LONG).await;
+    assert_eq!(renewed.expect("renew"), Renewal::Held);
+    assert_eq!(
+        complete(&store, id, &token, LONG).await,
+        Completion::Recorded
+    );
 }

@@ -14,8 +14,8 @@ use async_trait::async_trait;
 use bodies::SqlStore;
 use sangho_webhook::{
     SanghoWebhookLayer,
-    store::{Claim, ClaimToken, IdempotencyStore, StoreError},
-    testing::fixtures,
+    store::{Claim, ClaimToken, Claimant, Completion, IdempotencyStore, StoreError},
+    testing::{conformance::StoreUnderTest, fixtures},
 };
 #[cfg(feature = "mariadb")]
 use sangho_webhook_sqlx::MariaDbStore;
@@ -196,37 +196,11 @@ pub async fn mariadb_store_on(table: &str, connections: u32) -> MariaDbStore {
         .expect("a valid table name")
 }
 
-#[async_trait]
-impl<S: IdempotencyStore> IdempotencyStore for TestStore<S> {
-    async fn claim(
-        &self,
-        id: &str,
-        kind: &str,
-        token: &ClaimToken,
-        lease: Duration,
-    ) -> Result<Claim, StoreError> {
-        self.store.claim(id, kind, token, lease).await
-    }
-    async fn renew(
-        &self,
-        id: &str,
-        kind: &str,
-        token: &ClaimToken,
-        lease: Duration,
-    ) -> Result<bool, StoreError> {
-        self.store.renew(id, kind, token, lease).await
-    }
-    async fn complete(
-        &self,
-        id: &str,
-        kind: &str,
-        token: &ClaimToken,
-        retention: Duration,
-    ) -> Result<bool, StoreError> {
-        self.store.complete(id, kind, token, retention).await
-    }
-    async fn release(&self, id: &str, token: &ClaimToken) -> Result<bool, StoreError> {
-        self.store.release(id, token).await
+impl<S: IdempotencyStore + Clone> TestStore<S> {
+    /// The store for the conformance suite, which drops the table (or deletes the file) when
+    /// the check ends.
+    pub fn under_test(self) -> StoreUnderTest {
+        StoreUnderTest::new(self.store.clone()).with_cleanup(self)
     }
 }
 
@@ -423,7 +397,9 @@ pub async fn claim(
     id: &str,
     lease: Duration,
 ) -> Result<Claim, StoreError> {
-    store.claim(id, TYPE, &ClaimToken::generate(), lease).await
+    store
+        .claim(Claimant::new(id, TYPE, &ClaimToken::generate()), lease)
+        .await
 }
 
 /// Completes `id` for `token`, keeping it for `retention`.
@@ -432,9 +408,9 @@ pub async fn complete(
     id: &str,
     token: &ClaimToken,
     retention: Duration,
-) -> bool {
+) -> Completion {
     store
-        .complete(id, TYPE, token, retention)
+        .complete(Claimant::new(id, TYPE, token), retention)
         .await
         .expect("complete")
 }

@@ -20,7 +20,7 @@ use http::{Request, Response, StatusCode};
 use http_body_util::Full;
 use sangho_webhook::{
     SanghoEvent, WebhookBody,
-    store::{Claim, ClaimToken, IdempotencyStore, StoreError},
+    store::{Claim, Claimant, Completion, IdempotencyStore, Release, Renewal, StoreError},
 };
 use sangho_webhook_sqlx::{
     CompleteInError, SqlStore,
@@ -285,7 +285,7 @@ impl<D: Business> Payments<D> {
 }
 
 /// A store whose renewals are timed ([`Renewals::longest`]), or stalled: a stalled renewal
-/// answers `true` without reaching the store, as a renewal lost in a long pause would, so that
+/// answers [`Renewal::Held`] without reaching the store, as a renewal lost in a long pause would, so that
 /// the claim's lease runs out while its handler still runs.
 #[derive(Clone)]
 pub struct Renewals<S> {
@@ -325,41 +325,27 @@ impl<S> Renewals<S> {
 
 #[async_trait]
 impl<S: IdempotencyStore> IdempotencyStore for Renewals<S> {
-    async fn claim(
-        &self,
-        id: &str,
-        kind: &str,
-        token: &ClaimToken,
-        lease: Duration,
-    ) -> Result<Claim, StoreError> {
-        self.store.claim(id, kind, token, lease).await
+    async fn claim(&self, claimant: Claimant<'_>, lease: Duration) -> Result<Claim, StoreError> {
+        self.store.claim(claimant, lease).await
     }
-    async fn renew(
-        &self,
-        id: &str,
-        kind: &str,
-        token: &ClaimToken,
-        lease: Duration,
-    ) -> Result<bool, StoreError> {
+    async fn renew(&self, claimant: Claimant<'_>, lease: Duration) -> Result<Renewal, StoreError> {
         if self.stalled {
-            return Ok(true);
+            return Ok(Renewal::Held);
         }
         // Timed until it answers or is dropped (a renewal still waiting when the delivery
         // ends is dropped by the layer).
         let _timer = Timer(Instant::now(), &self.durations);
-        self.store.renew(id, kind, token, lease).await
+        self.store.renew(claimant, lease).await
     }
     async fn complete(
         &self,
-        id: &str,
-        kind: &str,
-        token: &ClaimToken,
+        claimant: Claimant<'_>,
         retention: Duration,
-    ) -> Result<bool, StoreError> {
-        self.store.complete(id, kind, token, retention).await
+    ) -> Result<Completion, StoreError> {
+        self.store.complete(claimant, retention).await
     }
-    async fn release(&self, id: &str, token: &ClaimToken) -> Result<bool, StoreError> {
-        self.store.release(id, token).await
+    async fn release(&self, claimant: Claimant<'_>) -> Result<Release, StoreError> {
+        self.store.release(claimant).await
     }
 }
 
