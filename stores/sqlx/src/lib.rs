@@ -87,6 +87,7 @@
 pub mod dialect;
 mod error;
 mod purge;
+mod queries;
 mod store;
 mod table;
 mod transaction;
@@ -193,14 +194,18 @@ pub type MariaDbStore = SqlStore<dialect::MariaDb>;
 mod tests {
     #[test]
     fn the_readme_shows_every_dialect_s_cron_purge() {
-        use crate::dialect::Dialect;
+        fn cron_purge<D: crate::dialect::Dialect>() -> String {
+            let table = crate::TableName::default();
+            crate::queries::Queries::new::<D>(&table, true, std::time::Duration::from_secs(2))
+                .cron_purge
+        }
         let readme = include_str!("../README.md");
         #[cfg(feature = "postgres")]
-        assert!(readme.contains(crate::dialect::Postgres::CRON_PURGE.trim_end_matches(';')));
+        assert!(readme.contains(cron_purge::<crate::dialect::Postgres>().trim_end_matches(';')));
         #[cfg(feature = "sqlite")]
-        assert!(readme.contains(crate::dialect::Sqlite::CRON_PURGE.trim_end_matches(';')));
+        assert!(readme.contains(cron_purge::<crate::dialect::Sqlite>().trim_end_matches(';')));
         #[cfg(feature = "mariadb")]
-        assert!(readme.contains(crate::dialect::MariaDb::CRON_PURGE.trim_end_matches(';')));
+        assert!(readme.contains(cron_purge::<crate::dialect::MariaDb>().trim_end_matches(';')));
     }
 }
 

@@ -10,9 +10,10 @@ use sqlx::Pool;
 
 use crate::{
     Error, PurgeTask, TableName,
-    dialect::{Bind, Dialect, Driver, micros},
+    dialect::{Bind, Dialect, Driver, Sealed, micros},
     error::store_error,
     purge::Purge,
+    queries::{ClaimRow, Queries},
 };
 
 /// The idempotency store over a SQL database: [`PostgresStore`](crate::PostgresStore),
@@ -90,70 +91,6 @@ pub struct SqlStore<D: Dialect> {
     queries: Arc<Queries>,
 }
 
-/// A store's statements, prepared once for its table and settings.
-#[derive(Debug)]
-struct Queries {
-    claim: Arc<str>,
-    renew: Arc<str>,
-    complete: Arc<str>,
-    release: Arc<str>,
-    state: Arc<str>,
-}
-
-impl Queries {
-    fn new<D: Dialect>(
-        table: &TableName,
-        synchronous_claims: bool,
-        lock_timeout: Duration,
-    ) -> Self {
-        let statements = D::STATEMENTS;
-        let commit = if synchronous_claims {
-            "NULL"
-        } else {
-            statements.asynchronous_commit
-        };
-        let lock_timeout = statements
-            .lock_timeout
-            .replace(
-                "{milliseconds}",
-                &whole(lock_timeout, Duration::from_millis(1), MAX_LOCK_TIMEOUT_MS).to_string(),
-            )
-            .replace(
-                "{seconds}",
-                &whole(lock_timeout, Duration::from_secs(1), MAX_LOCK_TIMEOUT_S).to_string(),
-            );
-        let sql = |template: &str, commit: &str| {
-            table.sql(
-                &template
-                    .replace("{commit}", commit)
-                    .replace("{lock_timeout}", &lock_timeout),
-            )
-        };
-        Self {
-            claim: sql(statements.claim, commit),
-            renew: sql(statements.renew, commit),
-            complete: sql(statements.complete, commit),
-            // Losing a release only delays the next delivery by a lease: never worth a flush.
-            release: sql(statements.release, statements.asynchronous_commit),
-            state: sql(statements.state, commit),
-        }
-    }
-}
-
-/// The longest lock timeout PostgreSQL accepts, in milliseconds (`INT_MAX`).
-const MAX_LOCK_TIMEOUT_MS: u64 = i32::MAX as u64;
-
-/// The longest lock timeout written for MariaDB, in seconds: a year, the largest
-/// `lock_wait_timeout` it accepts.
-const MAX_LOCK_TIMEOUT_S: u64 = 365 * 24 * 3600;
-
-/// `duration` in whole `unit`s, rounded up: at least 1 (a zero timeout would mean no bound, or
-/// no wait at all), at most `max`.
-fn whole(duration: Duration, unit: Duration, max: u64) -> u64 {
-    let units = duration.as_nanos().div_ceil(unit.as_nanos());
-    u64::try_from(units).unwrap_or(u64::MAX).clamp(1, max)
-}
-
 impl<D: Dialect> Clone for SqlStore<D> {
     fn clone(&self) -> Self {
         Self {
@@ -185,7 +122,7 @@ impl<D: Dialect> SqlStore<D> {
     pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
 
     /// How many connections the pool of the store's `connect` opens at most.
-    pub const MAX_CONNECTIONS: u32 = D::MAX_CONNECTIONS;
+    pub const MAX_CONNECTIONS: u32 = <D as Sealed>::MAX_CONNECTIONS;
 
     /// How long a claim or a renewal waits for a lock held by another transaction before it
     /// fails, by default: 2 seconds. With [`ACQUIRE_TIMEOUT`](Self::ACQUIRE_TIMEOUT) it adds
@@ -303,7 +240,7 @@ impl<D: Dialect> SqlStore<D> {
     /// database, with the table and index names substituted. Run it with your own migration
     /// tool if you prefer.
     pub fn schema(&self) -> String {
-        self.table.schema(D::SCHEMA)
+        self.table.schema(D::SQL.schema)
     }
 
     /// Creates the table and its indexes if they are missing, or adopts a table of the
@@ -369,7 +306,7 @@ impl<D: Dialect> SqlStore<D> {
     /// # }
     /// ```
     pub fn cron_purge_sql(&self) -> String {
-        self.table.schema(D::CRON_PURGE)
+        self.queries.cron_purge.clone()
     }
 
     /// Runs [`purge`](Self::purge)`(retention)` now and then every `period` on a background task
@@ -395,9 +332,42 @@ impl<D: Dialect> SqlStore<D> {
         D::Database::fetch_text(&self.pool, sql, binds).await
     }
 
-    /// The complete statement, for [`complete_in`](Self::complete_in).
-    pub(crate) fn complete_statement(&self) -> &Arc<str> {
-        &self.queries.complete
+    /// The store's statements, rendered for its table and settings.
+    pub(crate) fn queries(&self) -> &Queries {
+        &self.queries
+    }
+
+    /// Runs the claim statement (and, where the dialect needs it, the state statement) for
+    /// `binds` (event id, event type, token, lease): what the claim found.
+    async fn claim_row(
+        &self,
+        event_id: &str,
+        binds: &[Bind<'_>; 4],
+    ) -> Result<ClaimRow, StoreError> {
+        let claim_binds: Vec<Bind<'_>> =
+            D::SQL.claim_binds.iter().map(|&bind| binds[bind]).collect();
+        let status = match self.fetch(&self.queries.claim, &claim_binds).await {
+            // A live record: completed, or another claim in flight. Gone since (released,
+            // purged): it was in flight when the claim ran.
+            Ok(None) => match &self.queries.state {
+                Some(state) => self
+                    .fetch(state, &binds[..1])
+                    .await
+                    .map_err(|error| self.error(error))?,
+                None => None,
+            },
+            Ok(status) => status,
+            // The database aborted the claim to resolve a conflict with a concurrent one (a
+            // serialization failure under a stricter isolation level than READ COMMITTED, or
+            // a deadlock): another delivery is claiming the event right now. A lock wait that
+            // ran out of the store's lock timeout is not one: it is a store error (503).
+            Err(sqlx::Error::Database(error)) if D::is_conflict(&*error) => {
+                tracing::debug!(event_id, %error, "a concurrent claim won the row");
+                return Ok(ClaimRow::InFlight);
+            }
+            Err(error) => return Err(self.error(error)),
+        };
+        ClaimRow::decode(status.as_deref())
     }
 
     /// Runs an owner-answering statement (renew, complete, release): whether the row is now,
@@ -433,42 +403,7 @@ impl<D: Dialect> IdempotencyStore for SqlStore<D> {
             Bind::Text(token.as_str()),
             Bind::Int(micros(lease)),
         ];
-        let claim_binds: Vec<Bind<'_>> = D::STATEMENTS
-            .claim_binds
-            .iter()
-            .map(|&bind| binds[bind])
-            .collect();
-        let answer = match self.fetch(&self.queries.claim, &claim_binds).await {
-            Ok(Some(answer)) => answer,
-            Ok(None) if D::READS_STATE_OF_A_DUPLICATE => {
-                // A live record: completed, or another claim in flight. Gone since (released,
-                // purged): it was in flight when the claim ran.
-                self.fetch(&self.queries.state, &binds[..1])
-                    .await
-                    .map_err(|error| self.error(error))?
-                    .unwrap_or_else(|| "in_flight".to_owned())
-            }
-            Ok(None) => "in_flight".to_owned(),
-            // The database aborted the claim to resolve a conflict with a concurrent one (a
-            // serialization failure under a stricter isolation level than READ COMMITTED, or
-            // a deadlock): another delivery is claiming the event right now. A lock wait that
-            // ran out of the store's lock timeout is not one: it is a store error (503).
-            Err(sqlx::Error::Database(error)) if D::is_conflict(&*error) => {
-                tracing::debug!(event_id, %error, "a concurrent claim won the row");
-                return Ok(Claim::InFlight);
-            }
-            Err(error) => return Err(self.error(error)),
-        };
-        match answer.as_str() {
-            "acquired" => Ok(Claim::Acquired),
-            owner if owner == token.as_str() => Ok(Claim::Acquired),
-            "completed" => Ok(Claim::Completed),
-            "in_flight" => Ok(Claim::InFlight),
-            owner if owner.len() == token.as_str().len() => Ok(Claim::InFlight),
-            other => Err(StoreError::Protocol(format!(
-                "unexpected claim answer {other:?}"
-            ))),
-        }
+        self.claim_row(event_id, &binds).await.map(Claim::from)
     }
 
     async fn renew(&self, claimant: Claimant<'_>, lease: Duration) -> Result<Renewal, StoreError> {
@@ -523,33 +458,10 @@ impl<D: Dialect> IdempotencyStore for SqlStore<D> {
 mod tests {
     use std::time::Duration;
 
-    use super::{MAX_LOCK_TIMEOUT_MS, MAX_LOCK_TIMEOUT_S, whole};
-
-    #[test]
-    fn lock_timeouts_round_up_to_whole_units_of_at_least_one() {
-        let (ms, s) = (Duration::from_millis(1), Duration::from_secs(1));
-        assert_eq!(whole(Duration::from_secs(2), ms, MAX_LOCK_TIMEOUT_MS), 2000);
-        assert_eq!(
-            whole(Duration::from_micros(1500), ms, MAX_LOCK_TIMEOUT_MS),
-            2
-        );
-        assert_eq!(whole(Duration::ZERO, ms, MAX_LOCK_TIMEOUT_MS), 1);
-        assert_eq!(whole(Duration::from_millis(1500), s, MAX_LOCK_TIMEOUT_S), 2);
-        assert_eq!(whole(Duration::from_millis(1), s, MAX_LOCK_TIMEOUT_S), 1);
-        assert_eq!(
-            whole(Duration::MAX, ms, MAX_LOCK_TIMEOUT_MS),
-            i32::MAX as u64
-        );
-        assert_eq!(
-            whole(Duration::MAX, s, MAX_LOCK_TIMEOUT_S),
-            MAX_LOCK_TIMEOUT_S
-        );
-    }
-
     #[cfg(feature = "postgres")]
     #[test]
     fn postgres_claims_and_renewals_set_their_own_lock_timeout() {
-        let queries = super::Queries::new::<crate::dialect::Postgres>(
+        let queries = crate::queries::Queries::new::<crate::dialect::Postgres>(
             &crate::TableName::default(),
             true,
             Duration::from_millis(1500),
@@ -557,7 +469,12 @@ mod tests {
         let bound = "set_config('lock_timeout', '1500ms', true)";
         assert!(queries.claim.contains(bound), "{}", queries.claim);
         assert!(queries.renew.contains(bound), "{}", queries.renew);
-        for unbounded in [&queries.complete, &queries.release, &queries.state] {
+        let unbounded = [Some(&queries.complete), Some(&queries.release)];
+        for unbounded in unbounded
+            .into_iter()
+            .chain([queries.state.as_ref()])
+            .flatten()
+        {
             assert!(!unbounded.contains("lock_timeout"), "{unbounded}");
         }
     }
@@ -565,7 +482,7 @@ mod tests {
     #[cfg(feature = "mariadb")]
     #[test]
     fn mariadb_claims_and_renewals_set_their_own_lock_wait_timeouts() {
-        let queries = super::Queries::new::<crate::dialect::MariaDb>(
+        let queries = crate::queries::Queries::new::<crate::dialect::MariaDb>(
             &crate::TableName::default(),
             true,
             Duration::from_millis(1500),
@@ -573,7 +490,12 @@ mod tests {
         let bound = "SET STATEMENT innodb_lock_wait_timeout = 2, lock_wait_timeout = 2 FOR\nINSERT";
         assert!(queries.claim.starts_with(bound), "{}", queries.claim);
         assert!(queries.renew.starts_with(bound), "{}", queries.renew);
-        for unbounded in [&queries.complete, &queries.release, &queries.state] {
+        let unbounded = [Some(&queries.complete), Some(&queries.release)];
+        for unbounded in unbounded
+            .into_iter()
+            .chain([queries.state.as_ref()])
+            .flatten()
+        {
             assert!(!unbounded.contains("lock_wait_timeout"), "{unbounded}");
         }
     }

@@ -85,11 +85,6 @@ impl TableName {
             .replace(PROCESSED_AT, &self.index_name())
             .replace(EXPIRES_AT, &self.expiry_index_name())
     }
-
-    /// `template` with every `{table}` replaced by this name.
-    pub(crate) fn sql(&self, template: &str) -> Arc<str> {
-        template.replace("{table}", self.as_str()).into()
-    }
 }
 
 impl Default for TableName {

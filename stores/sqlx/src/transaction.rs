@@ -145,7 +145,7 @@ impl<D: Dialect> SqlStore<D> {
             Bind::Text(token.as_str()),
             Bind::Int(micros(retention)),
         ];
-        let complete = self.complete_statement();
+        let complete = &self.queries().complete;
         let owner = D::Database::fetch_text_in(connection, complete, &binds).await?;
         if owner.as_deref() != Some(token.as_str()) {
             return Err(CompleteInError::TakenOver {

@@ -10,7 +10,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{LONG, acquire, bodies, bodies::SqlStore as _, mariadb_store, mariadb_store_on};
+use common::{LONG, acquire, bodies, bodies::TestDatabase as _, mariadb_store, mariadb_store_on};
 use sangho_webhook::store::Completion;
 use sangho_webhook_sqlx::{MariaDbStore, sqlx::mysql::MySqlPoolOptions};
 
@@ -225,8 +225,7 @@ async fn a_claim_that_waits_on_a_row_lock_never_lands_after_its_503() {
     bodies::a_claim_that_waits_on_a_lock_never_lands_after_its_503(
         store.store.clone(),
         &id,
-        || lock_row(&table, &id),
-        unlock_row,
+        (|| lock_row(&table, &id), unlock_row),
     )
     .await;
 }
@@ -240,8 +239,7 @@ async fn a_renewal_that_waits_on_a_row_lock_gives_up_after_the_lock_timeout() {
     bodies::a_renewal_that_waits_on_a_lock_gives_up_after_the_lock_timeout(
         store.store.clone(),
         &id,
-        || lock_row(&table, &id),
-        unlock_row,
+        (|| lock_row(&table, &id), unlock_row),
     )
     .await;
 }

@@ -141,7 +141,7 @@ async fn the_upgrade_of_a_busy_table_gives_up_after_its_lock_timeout() {
     let _guard = scopeguard(table.clone());
     let store = postgres_store_on(&table, 2).await;
     sqlx::raw_sql(AssertSqlSafe(
-        <PostgresStore as bodies::SqlStore>::provider_schema(&table),
+        <PostgresStore as bodies::TestDatabase>::provider_schema(&table),
     ))
     .execute(store.pool())
     .await
@@ -423,7 +423,7 @@ async fn the_cron_purge_gives_the_same_answer_in_every_time_zone() {
             .await
             .unwrap();
         drop(session);
-        let ids = bodies::SqlStore::event_ids(&store.store).await;
+        let ids = bodies::TestDatabase::event_ids(&store.store).await;
         assert!(
             ids.contains(&kept),
             "{zone}: a row within its retention is kept"
@@ -537,8 +537,7 @@ async fn a_claim_that_waits_on_a_row_lock_never_lands_after_its_503() {
     bodies::a_claim_that_waits_on_a_lock_never_lands_after_its_503(
         store.store.clone(),
         &id,
-        || lock_row(&table, &id),
-        unlock_row,
+        (|| lock_row(&table, &id), unlock_row),
     )
     .await;
 }
@@ -552,8 +551,7 @@ async fn a_renewal_that_waits_on_a_row_lock_gives_up_after_the_lock_timeout() {
     bodies::a_renewal_that_waits_on_a_lock_gives_up_after_the_lock_timeout(
         store.store.clone(),
         &id,
-        || lock_row(&table, &id),
-        unlock_row,
+        (|| lock_row(&table, &id), unlock_row),
     )
     .await;
 }

@@ -228,8 +228,7 @@ async fn a_claim_that_waits_on_the_write_lock_never_lands_after_its_503() {
     bodies::a_claim_that_waits_on_a_lock_never_lands_after_its_503(
         store.store.clone(),
         &id,
-        || lock_database(&path),
-        unlock_database,
+        (|| lock_database(&path), unlock_database),
     )
     .await;
 }
@@ -242,8 +241,7 @@ async fn a_renewal_that_waits_on_the_write_lock_gives_up_after_the_lock_timeout(
     bodies::a_renewal_that_waits_on_a_lock_gives_up_after_the_lock_timeout(
         store.store.clone(),
         &id,
-        || lock_database(&path),
-        unlock_database,
+        (|| lock_database(&path), unlock_database),
     )
     .await;
 }

@@ -1,6 +1,6 @@
 //! MariaDB: [`MariaDbStore`](crate::MariaDbStore).
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use sqlx::{
     AssertSqlSafe, Executor,
@@ -8,8 +8,11 @@ use sqlx::{
     mysql::{MySqlConnectOptions, MySqlDatabaseError, MySqlPoolOptions},
 };
 
-use super::{Dialect, Statements, has_store_columns, micros, refuse_unusable, sealed::Sealed};
-use crate::{Error, SqlStore};
+use super::{Dialect, Sealed, Templates, has_store_columns, micros, refuse_unusable};
+use crate::{
+    Error, SqlStore,
+    queries::{statement, statements},
+};
 
 /// The MariaDB dialect (feature `mariadb`, MariaDB 10.5 or later):
 /// [`MariaDbStore`](crate::MariaDbStore). MySQL is not supported: the statements need
@@ -17,136 +20,65 @@ use crate::{Error, SqlStore};
 #[derive(Debug, Clone, Copy)]
 pub struct MariaDb;
 
-impl Sealed for MariaDb {}
-
-/// Claim in one statement. On a duplicate key the row is taken over if its expiry has passed
-/// and left as it is otherwise. `RETURNING` reports the row as it now is: `completed`, the
-/// owner's token when this statement may have written the claim (its `expires_at` is this
-/// statement's time plus the lease: the store compares the token), `in_flight` otherwise. `expires_at` is assigned last: MariaDB evaluates the
-/// assignments in order, so every condition still sees the old expiry. `UTC_TIMESTAMP(6)` is
-/// the statement's start: one clock reading.
-const CLAIM: &str = "\
-{lock_timeout}INSERT INTO {table} (event_id, event_type, processed_at, state, claim_token, expires_at)
-VALUES (?, ?, UTC_TIMESTAMP(6), 'in_flight', ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)
-ON DUPLICATE KEY UPDATE
-    event_type = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(event_type), event_type),
-    processed_at = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(processed_at), processed_at),
-    state = IF(expires_at <= UTC_TIMESTAMP(6), 'in_flight', state),
-    claim_token = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(claim_token), claim_token),
-    expires_at = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(expires_at), expires_at)
-RETURNING CASE WHEN state = 'completed' THEN 'completed'
-               WHEN expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND THEN claim_token
-               ELSE 'in_flight' END";
-
-/// Renew in one statement: extend the token's live claim, or record it again when the event has
-/// no live record; another owner's live record (and the token's own live completion) is left
-/// as it is. `RETURNING` reports the owner as it now is. `state` and `claim_token` change only
-/// when the row had expired, so the last condition still reads the old owner and state, and
-/// `expires_at`, assigned last, is the old expiry in every condition.
-const RENEW: &str = "\
-{lock_timeout}INSERT INTO {table} (event_id, event_type, processed_at, state, claim_token, expires_at)
-VALUES (?, ?, UTC_TIMESTAMP(6), 'in_flight', ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)
-ON DUPLICATE KEY UPDATE
-    event_type = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(event_type), event_type),
-    processed_at = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(processed_at), processed_at),
-    state = IF(expires_at <= UTC_TIMESTAMP(6), 'in_flight', state),
-    claim_token = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(claim_token), claim_token),
-    expires_at = IF(expires_at <= UTC_TIMESTAMP(6)
-                    OR (claim_token = VALUES(claim_token) AND state = 'in_flight'),
-                    VALUES(expires_at), expires_at)
-RETURNING claim_token";
-
-/// Complete in one statement: record the event as completed by the token unless another owner
-/// holds or completed it (a live record with another token). `RETURNING` reports the owner as
-/// it now is. Evaluated in order, as in [`RENEW`].
-const COMPLETE: &str = "\
-INSERT INTO {table} (event_id, event_type, processed_at, state, claim_token, expires_at)
-VALUES (?, ?, UTC_TIMESTAMP(6), 'completed', ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)
-ON DUPLICATE KEY UPDATE
-    event_type = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(event_type), event_type),
-    processed_at = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(processed_at), processed_at),
-    state = IF(expires_at <= UTC_TIMESTAMP(6) OR claim_token = VALUES(claim_token),
-               'completed', state),
-    claim_token = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(claim_token), claim_token),
-    expires_at = IF(expires_at <= UTC_TIMESTAMP(6) OR claim_token = VALUES(claim_token),
-                    VALUES(expires_at), expires_at)
-RETURNING claim_token";
-
-const RELEASE: &str = "\
-DELETE FROM {table}
-WHERE event_id = ? AND state = 'in_flight' AND claim_token = ? AND expires_at > UTC_TIMESTAMP(6)
-RETURNING claim_token";
-
-const STATE: &str = "SELECT state FROM {table} WHERE event_id = ?";
-
-/// One purge batch of rows past their own expiry, under a statement timeout (seconds) and
-/// short lock waits; InnoDB deletes through the `expires_at` index.
-const PURGE_EXPIRED: &str = "\
-SET STATEMENT max_statement_time = 10, innodb_lock_wait_timeout = 1, lock_wait_timeout = 1 FOR
-DELETE FROM {table} WHERE expires_at <= UTC_TIMESTAMP(6) LIMIT ?";
-
-/// One purge batch of rows without an expiry (written by another tool) claimed more than the
-/// retention ago.
-const PURGE_UNEXPIRING: &str = "\
-SET STATEMENT max_statement_time = 10, innodb_lock_wait_timeout = 1, lock_wait_timeout = 1 FOR
-DELETE FROM {table}
-WHERE expires_at IS NULL AND processed_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND
-LIMIT ?";
-
-/// The time zone of the store's own connections: a `TIMESTAMP` column (the `processed_at` of
-/// an adopted table) then reads and writes UTC, like the store's own `DATETIME` columns.
-const UTC: &str = "SET time_zone = '+00:00'";
-
-/// The isolation level of the store's own connections.
-const READ_COMMITTED: &str = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED";
+/// The session of the store's own connections: READ COMMITTED, in UTC.
+const SESSION: &str = include_str!("../../queries/mariadb/session.sql");
 
 /// Serialises concurrent `migrate()` calls (several replicas starting at once); answers 1 once
 /// held, 0 after the timeout, NULL on an error.
-const MIGRATION_LOCK: &str = "SELECT GET_LOCK(CONCAT('sangho_migrate_', ?), ?)";
+const MIGRATION_LOCK: &str = include_str!("../../queries/mariadb/migration_lock.sql");
+
+/// Ends [`MIGRATION_LOCK`].
+const MIGRATION_UNLOCK: &str = include_str!("../../queries/mariadb/migration_unlock.sql");
+
+/// The time zone UTC for the migration script's run, the session's own kept aside.
+const MIGRATION_TIME_ZONE: &str = include_str!("../../queries/mariadb/migration_time_zone.sql");
+
+/// Sets back the session's own time zone after the migration script's run.
+const MIGRATION_TIME_ZONE_RESTORE: &str =
+    include_str!("../../queries/mariadb/migration_time_zone_restore.sql");
+
+/// The table's columns (none: no table).
+const COLUMNS: &str = include_str!("../../queries/mariadb/columns.sql");
+
+/// How many of the two indexes exist.
+const INDEXES: &str = include_str!("../../queries/mariadb/indexes.sql");
 
 /// How long a migration waits for another replica's migration.
 const MIGRATION_LOCK_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The table's columns (none: no table).
-const COLUMNS: &str = "\
-SELECT lower(column_name) FROM information_schema.columns
-WHERE table_schema = DATABASE() AND table_name = ?";
-
-/// How many of the two indexes exist.
-const INDEXES: &str = "\
-SELECT COUNT(DISTINCT index_name) FROM information_schema.statistics
-WHERE table_schema = DATABASE() AND table_name = ? AND index_name IN (?, ?)";
 
 /// The table's columns, in lower case.
 async fn columns(
     connection: &mut sqlx::pool::PoolConnection<sqlx::MySql>,
     table: &crate::TableName,
 ) -> Result<Vec<String>, sqlx::Error> {
-    let rows: Vec<(String,)> = sqlx::query_as(COLUMNS)
+    let rows: Vec<(String,)> = sqlx::query_as(AssertSqlSafe(statement(COLUMNS)))
         .bind(table.as_str())
         .fetch_all(&mut **connection)
         .await?;
     Ok(rows.into_iter().map(|(column,)| column).collect())
 }
-const MIGRATION_UNLOCK: &str = "SELECT RELEASE_LOCK(CONCAT('sangho_migrate_', ?))";
 
 impl Dialect for MariaDb {
     type Database = sqlx::MySql;
+}
+
+impl Sealed for MariaDb {
     const MAX_CONNECTIONS: u32 = 16;
-    const STATEMENTS: Statements = Statements {
-        asynchronous_commit: "NULL",
-        // Row locks (InnoDB) and table locks (a migration's `ALTER TABLE`, `LOCK TABLES`).
-        lock_timeout: "SET STATEMENT innodb_lock_wait_timeout = {seconds}, \
-                       lock_wait_timeout = {seconds} FOR\n",
-        claim_binds: &[0, 1, 2, 3, 3],
-        claim: CLAIM,
-        renew: RENEW,
-        complete: COMPLETE,
-        release: RELEASE,
-        state: STATE,
+    const SQL: Templates = Templates {
+        claim: include_str!("../../queries/mariadb/claim.sql"),
+        claim_binds: &[0, 1, 2, 3, 3, 2],
+        state: None,
+        renew: include_str!("../../queries/mariadb/renew.sql"),
+        complete: include_str!("../../queries/mariadb/complete.sql"),
+        release: include_str!("../../queries/mariadb/release.sql"),
+        purge: &[
+            include_str!("../../queries/mariadb/purge_expired.sql"),
+            include_str!("../../queries/mariadb/purge_unexpiring.sql"),
+        ],
+        adopt: &[],
+        cron_purge: include_str!("../../queries/mariadb/cron_purge.sql"),
+        schema: include_str!("../../migrations/mariadb.sql"),
     };
-    const SCHEMA: &'static str = include_str!("../../migrations/mariadb.sql");
-    const READS_STATE_OF_A_DUPLICATE: bool = false;
 
     fn is_conflict(error: &dyn DatabaseError) -> bool {
         // ER_LOCK_DEADLOCK. Not ER_LOCK_WAIT_TIMEOUT (1205): the claim's lock timeout ran out.
@@ -160,7 +92,7 @@ impl Dialect for MariaDb {
         let mut connection = store.pool().acquire().await?;
         let present = columns(&mut connection, table).await?;
         refuse_unusable(table, &present)?;
-        let (indexes,): (i64,) = sqlx::query_as(INDEXES)
+        let (indexes,): (i64,) = sqlx::query_as(AssertSqlSafe(statement(INDEXES)))
             .bind(table.as_str())
             .bind(table.index_name())
             .bind(table.expiry_index_name())
@@ -169,7 +101,7 @@ impl Dialect for MariaDb {
         if has_store_columns(&present) && indexes == 2 {
             return Ok(());
         }
-        let (locked,): (Option<i64>,) = sqlx::query_as(MIGRATION_LOCK)
+        let (locked,): (Option<i64>,) = sqlx::query_as(AssertSqlSafe(statement(MIGRATION_LOCK)))
             .bind(table.as_str())
             .bind(MIGRATION_LOCK_TIMEOUT.as_secs() as i64)
             .fetch_one(&mut *connection)
@@ -185,7 +117,7 @@ impl Dialect for MariaDb {
             refuse_unusable(table, &columns(&mut connection, table).await?)?;
             // A TIMESTAMP `processed_at` of an adopted table reads as UTC.
             connection
-                .execute("SET @sangho_time_zone = @@session.time_zone, time_zone = '+00:00'")
+                .execute(AssertSqlSafe(statement(MIGRATION_TIME_ZONE)))
                 .await?;
             let script = store.schema().replace(
                 "INTERVAL 72 HOUR",
@@ -199,20 +131,17 @@ impl Dialect for MariaDb {
                 }
             }
             connection
-                .execute("SET time_zone = @sangho_time_zone")
+                .execute(AssertSqlSafe(statement(MIGRATION_TIME_ZONE_RESTORE)))
                 .await?;
             result
         }
         .await;
-        sqlx::query(MIGRATION_UNLOCK)
+        sqlx::query(AssertSqlSafe(statement(MIGRATION_UNLOCK)))
             .bind(table.as_str())
             .execute(&mut *connection)
             .await?;
         migrated
     }
-
-    const CRON_PURGE: &'static str = "\
-DELETE FROM processed_webhook_events WHERE expires_at <= UTC_TIMESTAMP(6) LIMIT 1000;";
 
     async fn purge_batch(
         store: &SqlStore<Self>,
@@ -220,19 +149,15 @@ DELETE FROM processed_webhook_events WHERE expires_at <= UTC_TIMESTAMP(6) LIMIT 
         batch: u64,
     ) -> Result<u64, Error> {
         let mut connection = store.pool().acquire().await?;
-        // For the next transaction only: each statement below is one.
-        connection
-            .execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
-            .await?;
-        let expired = sqlx::query(AssertSqlSafe(store.table().sql(PURGE_EXPIRED)))
+        let [expired, unexpiring] = &store.queries().purge[..] else {
+            unreachable!("two purge files")
+        };
+        let expired = sqlx::query(AssertSqlSafe(settings(&mut connection, expired).await?))
             .bind(batch)
             .execute(&mut *connection)
             .await?
             .rows_affected();
-        connection
-            .execute("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
-            .await?;
-        let unexpiring = sqlx::query(AssertSqlSafe(store.table().sql(PURGE_UNEXPIRING)))
+        let unexpiring = sqlx::query(AssertSqlSafe(settings(&mut connection, unexpiring).await?))
             .bind(micros(retention))
             .bind(batch)
             .execute(&mut *connection)
@@ -242,18 +167,17 @@ DELETE FROM processed_webhook_events WHERE expires_at <= UTC_TIMESTAMP(6) LIMIT 
     }
 }
 
-/// The statements of a migration script: split at the `;` that end a line, comments dropped.
-fn statements(script: &str) -> Vec<String> {
-    let code: String = script
-        .lines()
-        .filter(|line| !line.trim_start().starts_with("--"))
-        .map(|line| format!("{line}\n"))
-        .collect();
-    code.split(";\n")
-        .map(str::trim)
-        .filter(|statement| !statement.is_empty())
-        .map(str::to_owned)
-        .collect()
+/// Runs every statement of `file` but its last on `connection` (the settings of its
+/// transaction): the last one.
+async fn settings(
+    connection: &mut sqlx::pool::PoolConnection<sqlx::MySql>,
+    file: &[Arc<str>],
+) -> Result<Arc<str>, sqlx::Error> {
+    let (last, settings) = file.split_last().expect("a statement");
+    for setting in settings {
+        connection.execute(AssertSqlSafe(setting.clone())).await?;
+    }
+    Ok(last.clone())
 }
 
 /// [`MariaDbStore`](crate::MariaDbStore)'s own constructor.
@@ -283,8 +207,9 @@ impl SqlStore<MariaDb> {
             .acquire_timeout(Self::ACQUIRE_TIMEOUT)
             .after_connect(|connection, _| {
                 Box::pin(async move {
-                    connection.execute(READ_COMMITTED).await?;
-                    connection.execute(UTC).await?;
+                    for setting in statements(SESSION) {
+                        connection.execute(AssertSqlSafe(setting)).await?;
+                    }
                     Ok(())
                 })
             })
@@ -317,7 +242,8 @@ impl SqlStore<MariaDb> {
 mod tests {
     #[test]
     fn the_script_splits_into_its_statements() {
-        let statements = super::statements(<super::MariaDb as super::Dialect>::SCHEMA);
+        let statements =
+            crate::queries::statements(<super::MariaDb as crate::dialect::Sealed>::SQL.schema);
         assert_eq!(statements.len(), 5);
         assert!(statements[0].starts_with("CREATE TABLE IF NOT EXISTS"));
         assert!(statements[1].starts_with("ALTER TABLE"));

@@ -1,6 +1,7 @@
-//! What differs between the databases: each [`Dialect`] supplies its SQL, how it encodes a
-//! duration, how it reads a claim's answer, its migration and its purge. Everything else (the
-//! store, the rules, the errors, the purge task) is written once, in [`SqlStore`].
+//! The databases the store runs on: [`Postgres`], [`Sqlite`] and [`MariaDb`], each behind its
+//! feature. What differs between them (their SQL, in the crate's `queries/` folder, how they
+//! report a conflict, their migration and their purge) is sealed inside this crate; everything
+//! else (the store, the rules, the errors, the purge task) is written once, in [`SqlStore`].
 
 #[cfg(feature = "mariadb")]
 mod mariadb;
@@ -15,6 +16,7 @@ use std::{future::Future, sync::Arc, time::Duration};
 pub use mariadb::MariaDb;
 #[cfg(feature = "postgres")]
 pub use postgres::Postgres;
+pub(crate) use sealed::{Bind, Driver, Sealed, Templates};
 #[cfg(feature = "sqlite")]
 pub use sqlite::Sqlite;
 use sqlx::{
@@ -63,100 +65,107 @@ fn has_store_columns(present: &[String]) -> bool {
         .all(|column| present.iter().any(|present| present == *column))
 }
 
-mod sealed {
-    pub trait Sealed {}
-}
-
 /// A database the store runs on: [`Postgres`], [`Sqlite`] or [`MariaDb`] (each behind its
-/// feature). Sealed: the store's correctness rests on each dialect's statements, which this
-/// crate tests against the real databases.
-pub trait Dialect: sealed::Sealed + Send + Sync + Sized + 'static {
-    /// The sqlx database.
+/// feature), as in [`SqlStore<Postgres>`](SqlStore). Sealed: the store's correctness rests on
+/// each dialect's statements, which this crate tests against the real databases.
+pub trait Dialect: Sealed + Send + Sync + Sized + 'static {
+    /// The sqlx database: [`sqlx::Postgres`], [`sqlx::Sqlite`] or [`sqlx::MySql`].
     type Database: Driver;
-
-    /// How many connections the pool of the store's `connect` opens at most.
-    const MAX_CONNECTIONS: u32;
-
-    /// The statements.
-    #[doc(hidden)]
-    const STATEMENTS: Statements;
-
-    /// The migration script, for the default table.
-    #[doc(hidden)]
-    const SCHEMA: &'static str;
-
-    /// Whether a claim that did not acquire the event answers nothing, so that the store
-    /// reads the record's state to tell completed from in flight.
-    #[doc(hidden)]
-    const READS_STATE_OF_A_DUPLICATE: bool;
-
-    /// Whether `error` says that the database aborted the statement to resolve a conflict
-    /// between transactions (a serialization failure or a deadlock): the claim then lost a race
-    /// for the row, which is answered as in flight. A lock wait that ran out of time is not a
-    /// conflict: nothing says who holds the row, and the claim fails (503).
-    #[doc(hidden)]
-    fn is_conflict(error: &dyn DatabaseError) -> bool;
-
-    /// Creates or upgrades the store's table.
-    #[doc(hidden)]
-    fn migrate(store: &SqlStore<Self>) -> impl Future<Output = Result<(), Error>> + Send;
-
-    /// Deletes at most `batch` rows past their own expiry, and at most `batch` rows without
-    /// one (written by another tool) claimed more than `retention` ago, each in one short
-    /// transaction at READ COMMITTED with statement and lock timeouts: how many it deleted.
-    #[doc(hidden)]
-    fn purge_batch(
-        store: &SqlStore<Self>,
-        retention: Duration,
-        batch: u64,
-    ) -> impl Future<Output = Result<u64, Error>> + Send;
-
-    /// The plain SQL of one purge batch for cron, for the default table: the same answer from
-    /// a session in any time zone.
-    #[doc(hidden)]
-    const CRON_PURGE: &'static str;
 }
 
-/// A dialect's statement templates; `{table}` stands for the table name, `{commit}` for
-/// [`asynchronous_commit`](Self::asynchronous_commit) in a store with asynchronous claims and
-/// for `NULL` otherwise, `{lock_timeout}` (in claim and renew) for
-/// [`lock_timeout`](Self::lock_timeout).
-#[doc(hidden)]
-#[derive(Debug, Clone, Copy)]
-pub struct Statements {
-    /// An SQL expression that lowers the durability of its statement's own transaction, for
-    /// the `{commit}` of asynchronous claims.
-    pub asynchronous_commit: &'static str,
-    /// The SQL that bounds the lock waits of its statement by the store's lock timeout, where
-    /// the claim and renew templates say `{lock_timeout}`; in it `{milliseconds}` and
-    /// `{seconds}` stand for the timeout in whole units, rounded up (at least 1). Empty where
-    /// the bound is the connection's own (SQLite's busy timeout).
-    pub lock_timeout: &'static str,
-    /// Which of (event id, event type, token, lease) [`claim`](Self::claim) binds, in order
-    /// (`?` placeholders bind by position).
-    pub claim_binds: &'static [usize],
-    /// Binds: event id, event type, token, lease (µs). Answers one text column: `acquired` or
-    /// the claimer's token (acquired), `completed`, `in_flight` or another token (in flight); or
-    /// no row (in flight, or read the state: [`Dialect::READS_STATE_OF_A_DUPLICATE`]).
-    pub claim: &'static str,
-    /// Binds: event id, event type, token, lease (µs). Answers the row's owner, or no row.
-    pub renew: &'static str,
-    /// Binds: event id, event type, token, retention (µs). Answers the row's owner, or no row.
-    pub complete: &'static str,
-    /// Binds: event id, token. Answers the removed row's owner, or no row.
-    pub release: &'static str,
-    /// Binds: event id. Answers the row's `state`.
-    pub state: &'static str,
-}
+/// What the store needs of a dialect and of its sqlx database, out of users' reach: the traits
+/// and types of this module are public (the [`Dialect`] trait names them) but cannot be named
+/// outside the crate.
+mod sealed {
+    use super::*;
 
-/// A value bound to a statement.
-#[doc(hidden)]
-#[derive(Debug, Clone, Copy)]
-pub enum Bind<'a> {
-    /// Text: an id, a type, a token.
-    Text(&'a str),
-    /// An integer: a duration in microseconds.
-    Int(i64),
+    /// The dialect's internals: its SQL, how it reports a conflict, its migration and purge.
+    pub trait Sealed: Sized {
+        /// How many connections the pool of the store's `connect` opens at most.
+        const MAX_CONNECTIONS: u32;
+
+        /// The dialect's SQL: the files of `queries/<dialect>/`.
+        const SQL: Templates;
+
+        /// Whether `error` says that the database aborted the statement to resolve a conflict
+        /// between transactions (a serialization failure or a deadlock): the claim then lost a
+        /// race for the row, which is answered as in flight. A lock wait that ran out of time
+        /// is not a conflict: nothing says who holds the row, and the claim fails (503).
+        fn is_conflict(error: &dyn DatabaseError) -> bool;
+
+        /// Creates or upgrades the store's table.
+        fn migrate(store: &SqlStore<Self>) -> impl Future<Output = Result<(), Error>> + Send
+        where
+            Self: Dialect;
+
+        /// Deletes at most `batch` rows past their own expiry, and at most `batch` rows without
+        /// one (written by another tool) claimed more than `retention` ago, each in one short
+        /// transaction at READ COMMITTED with statement and lock timeouts: how many it deleted.
+        fn purge_batch(
+            store: &SqlStore<Self>,
+            retention: Duration,
+            batch: u64,
+        ) -> impl Future<Output = Result<u64, Error>> + Send
+        where
+            Self: Dialect;
+    }
+
+    /// A dialect's SQL files, as included: templates in the placeholder convention of
+    /// `queries/README.md`, rendered once per store by [`Queries`](crate::queries::Queries).
+    #[derive(Debug, Clone, Copy)]
+    pub struct Templates {
+        /// `claim.sql`: answers a `status` (see [`ClaimRow`](crate::queries::ClaimRow)).
+        pub(crate) claim: &'static str,
+        /// Which of (event id, event type, token, lease) [`claim`](Self::claim) binds, in
+        /// order (`?` placeholders bind by position).
+        pub(crate) claim_binds: &'static [usize],
+        /// `state.sql`, where a claim that did not acquire the event answers nothing, so that
+        /// the store reads the record's state to tell completed from in flight.
+        pub(crate) state: Option<&'static str>,
+        /// `renew.sql`: answers the row's owner, or no row.
+        pub(crate) renew: &'static str,
+        /// `complete.sql`: answers the row's owner, or no row.
+        pub(crate) complete: &'static str,
+        /// `release.sql`: answers the removed row's owner, or no row.
+        pub(crate) release: &'static str,
+        /// The files of one purge batch, in order.
+        pub(crate) purge: &'static [&'static str],
+        /// The files that adopt an existing table before the migration script runs (SQLite's
+        /// added columns and adopted rows).
+        pub(crate) adopt: &'static [&'static str],
+        /// `cron_purge.sql`.
+        pub(crate) cron_purge: &'static str,
+        /// The migration script (`migrations/<dialect>.sql`), for the default table.
+        pub(crate) schema: &'static str,
+    }
+
+    /// A value bound to a statement.
+    #[derive(Debug, Clone, Copy)]
+    pub enum Bind<'a> {
+        /// Text: an id, a type, a token.
+        Text(&'a str),
+        /// An integer: a duration in microseconds.
+        Int(i64),
+    }
+
+    /// What the store needs of a sqlx database: running a statement with its binds and reading
+    /// an optional text answer. Implemented for sqlx's PostgreSQL, SQLite and MySQL databases.
+    pub trait Driver: Database {
+        /// Runs `sql` with `binds` on `pool`: the first column of the first row, if any.
+        fn fetch_text<'a>(
+            pool: &'a Pool<Self>,
+            sql: &'a Arc<str>,
+            binds: &'a [Bind<'a>],
+        ) -> impl Future<Output = Result<Option<String>, sqlx::Error>> + Send + 'a;
+
+        /// Runs `sql` with `binds` on `connection` (inside whatever transaction it has open):
+        /// the first column of the first row, if any.
+        fn fetch_text_in<'a>(
+            connection: &'a mut Self::Connection,
+            sql: &'a Arc<str>,
+            binds: &'a [Bind<'a>],
+        ) -> impl Future<Output = Result<Option<String>, sqlx::Error>> + Send + 'a;
+    }
 }
 
 /// `duration` in whole microseconds, the one duration encoding of every statement (each
@@ -164,27 +173,6 @@ pub enum Bind<'a> {
 /// counts as that.
 pub(crate) fn micros(duration: Duration) -> i64 {
     i64::try_from(duration.min(MAX_SPAN).as_micros()).unwrap_or(i64::MAX)
-}
-
-/// What the store needs of a sqlx database: running a statement with its binds and reading an
-/// optional text answer. Implemented for sqlx's PostgreSQL, SQLite and MySQL databases.
-pub trait Driver: Database {
-    /// Runs `sql` with `binds` on `pool`: the first column of the first row, if any.
-    #[doc(hidden)]
-    fn fetch_text<'a>(
-        pool: &'a Pool<Self>,
-        sql: &'a Arc<str>,
-        binds: &'a [Bind<'a>],
-    ) -> impl Future<Output = Result<Option<String>, sqlx::Error>> + Send + 'a;
-
-    /// Runs `sql` with `binds` on `connection` (inside whatever transaction it has open): the
-    /// first column of the first row, if any.
-    #[doc(hidden)]
-    fn fetch_text_in<'a>(
-        connection: &'a mut Self::Connection,
-        sql: &'a Arc<str>,
-        binds: &'a [Bind<'a>],
-    ) -> impl Future<Output = Result<Option<String>, sqlx::Error>> + Send + 'a;
 }
 
 impl<DB> Driver for DB
@@ -201,13 +189,7 @@ where
         sql: &'a Arc<str>,
         binds: &'a [Bind<'a>],
     ) -> impl Future<Output = Result<Option<String>, sqlx::Error>> + Send + 'a {
-        let query = binds.iter().fold(
-            sqlx::query_as::<DB, (String,)>(AssertSqlSafe(sql.clone())),
-            |query, bind| match *bind {
-                Bind::Text(text) => query.bind(text),
-                Bind::Int(int) => query.bind(int),
-            },
-        );
+        let query = text_query::<DB>(sql, binds);
         async move { Ok(query.fetch_optional(pool).await?.map(|(text,)| text)) }
     }
 
@@ -216,13 +198,28 @@ where
         sql: &'a Arc<str>,
         binds: &'a [Bind<'a>],
     ) -> impl Future<Output = Result<Option<String>, sqlx::Error>> + Send + 'a {
-        let query = binds.iter().fold(
-            sqlx::query_as::<DB, (String,)>(AssertSqlSafe(sql.clone())),
-            |query, bind| match *bind {
-                Bind::Text(text) => query.bind(text),
-                Bind::Int(int) => query.bind(int),
-            },
-        );
+        let query = text_query::<DB>(sql, binds);
         async move { Ok(query.fetch_optional(connection).await?.map(|(text,)| text)) }
     }
+}
+
+/// `sql` with `binds`, answering one text column.
+fn text_query<'a, DB>(
+    sql: &Arc<str>,
+    binds: &'a [Bind<'a>],
+) -> sqlx::query::QueryAs<'a, DB, (String,), DB::Arguments>
+where
+    DB: Database,
+    DB::Arguments: IntoArguments<DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    for<'q> i64: Encode<'q, DB> + Type<DB>,
+    for<'r> (String,): FromRow<'r, DB::Row>,
+{
+    binds.iter().fold(
+        sqlx::query_as::<DB, (String,)>(AssertSqlSafe(sql.clone())),
+        |query, bind| match *bind {
+            Bind::Text(text) => query.bind(text),
+            Bind::Int(int) => query.bind(int),
+        },
+    )
 }

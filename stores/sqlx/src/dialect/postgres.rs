@@ -8,149 +8,37 @@ use sqlx::{
     postgres::{PgConnectOptions, PgPoolOptions},
 };
 
-use super::{Dialect, Statements, has_store_columns, micros, refuse_unusable, sealed::Sealed};
-use crate::{Error, SqlStore, TableName};
+use super::{Dialect, Sealed, Templates, has_store_columns, micros, refuse_unusable};
+use crate::{Error, SqlStore, TableName, queries::statement};
 
 /// The PostgreSQL dialect (feature `postgres`): [`PostgresStore`](crate::PostgresStore).
 #[derive(Debug, Clone, Copy)]
 pub struct Postgres;
 
-impl Sealed for Postgres {}
-
-/// Claim in one statement. `settings` sets the statement's own commit mode and lock timeout
-/// before the insert reads its row. The CTE inserts the claim, or takes over a row whose lease
-/// (or retention) has expired; when it did neither, the outer `SELECT` tells completed from in
-/// flight. A row committed by a concurrent claim after this statement's snapshot is not seen by
-/// that `SELECT`: then no row comes back, which means in flight (the safe answer, a 409).
-const CLAIM: &str = "\
-WITH settings AS (SELECT {commit}, {lock_timeout}),
-acquired AS (
-    INSERT INTO {table} AS e (event_id, event_type, processed_at, state, claim_token, expires_at)
-    SELECT $1, $2, statement_timestamp(), 'in_flight', $3,
-           statement_timestamp() + $4 * INTERVAL '1 microsecond'
-    FROM settings
-    ON CONFLICT (event_id) DO UPDATE
-        SET event_type = EXCLUDED.event_type,
-            processed_at = EXCLUDED.processed_at,
-            state = 'in_flight',
-            claim_token = EXCLUDED.claim_token,
-            expires_at = EXCLUDED.expires_at
-        WHERE e.expires_at <= statement_timestamp()
-    RETURNING 1
-)
-SELECT 'acquired' FROM acquired
-UNION ALL
-SELECT CASE
-           WHEN e.state = 'completed'
-                AND (e.expires_at IS NULL OR e.expires_at > statement_timestamp())
-           THEN 'completed'
-           ELSE 'in_flight'
-       END
-FROM {table} AS e
-WHERE e.event_id = $1 AND NOT EXISTS (SELECT 1 FROM acquired)";
-
-/// Renew in one statement: extend the token's live claim, or record it again when the event has
-/// no live record. A live completion by the token is rewritten unchanged (the row comes back:
-/// `true`); another owner's live record is left alone (no row: `false`). `settings` as in
-/// [`CLAIM`].
-const RENEW: &str = "\
-WITH settings AS (SELECT {commit}, {lock_timeout})
-INSERT INTO {table} AS e (event_id, event_type, processed_at, state, claim_token, expires_at)
-SELECT $1, $2, statement_timestamp(), 'in_flight', $3,
-       statement_timestamp() + $4 * INTERVAL '1 microsecond'
-FROM settings
-ON CONFLICT (event_id) DO UPDATE
-    SET event_type = CASE WHEN e.expires_at <= statement_timestamp()
-                          THEN EXCLUDED.event_type ELSE e.event_type END,
-        processed_at = CASE WHEN e.expires_at <= statement_timestamp()
-                            THEN EXCLUDED.processed_at ELSE e.processed_at END,
-        state = CASE WHEN e.expires_at <= statement_timestamp()
-                     THEN 'in_flight' ELSE e.state END,
-        claim_token = EXCLUDED.claim_token,
-        expires_at = CASE WHEN e.state = 'completed' AND e.expires_at > statement_timestamp()
-                          THEN e.expires_at ELSE EXCLUDED.expires_at END
-    WHERE e.claim_token = $3 OR e.expires_at <= statement_timestamp()
-RETURNING claim_token";
-
-/// Complete in one statement: record the event as completed by the token unless another owner
-/// holds or completed it (a live record with another token). When the token's own record is
-/// live, `processed_at` is kept (and so its index entry).
-const COMPLETE: &str = "\
-INSERT INTO {table} AS e (event_id, event_type, processed_at, state, claim_token, expires_at)
-VALUES ($1, $2, statement_timestamp(), 'completed', $3,
-        statement_timestamp() + $4 * INTERVAL '1 microsecond')
-ON CONFLICT (event_id) DO UPDATE
-    SET event_type = CASE WHEN e.expires_at <= statement_timestamp()
-                          THEN EXCLUDED.event_type ELSE e.event_type END,
-        processed_at = CASE WHEN e.expires_at <= statement_timestamp()
-                            THEN EXCLUDED.processed_at ELSE e.processed_at END,
-        state = 'completed',
-        claim_token = EXCLUDED.claim_token,
-        expires_at = EXCLUDED.expires_at
-    WHERE e.claim_token = $3 OR e.expires_at <= statement_timestamp()
-RETURNING claim_token";
-
-const RELEASE: &str = "\
-WITH commit_mode AS (SELECT {commit})
-DELETE FROM {table} USING commit_mode
-WHERE event_id = $1 AND state = 'in_flight' AND claim_token = $2
-  AND expires_at > statement_timestamp()
-RETURNING claim_token";
-
-const STATE: &str = "SELECT state FROM {table} WHERE event_id = $1";
-
-/// One purge batch, in a transaction of its own: the rows past their own expiry, then the rows
-/// without one (written by another tool) claimed more than `$2` µs ago. `SKIP LOCKED`: a row
-/// a claim is taking over right now is left for the next purge, so no claim ever waits for
-/// the purge's row locks.
-const PURGE: &str = "\
-SET LOCAL statement_timeout = '10s';
-SET LOCAL lock_timeout = '1s';
-WITH expired AS (
-    DELETE FROM {table} WHERE event_id IN (
-        SELECT event_id FROM {table}
-        WHERE expires_at <= statement_timestamp()
-        LIMIT $1 FOR UPDATE SKIP LOCKED)
-    RETURNING 1
-), unexpiring AS (
-    DELETE FROM {table} WHERE event_id IN (
-        SELECT event_id FROM {table}
-        WHERE expires_at IS NULL
-          AND processed_at < CAST(statement_timestamp() - $2 * INTERVAL '1 microsecond' AS TIMESTAMP)
-        LIMIT $1 FOR UPDATE SKIP LOCKED)
-    RETURNING 1
-)
-SELECT (SELECT count(*) FROM expired) + (SELECT count(*) FROM unexpiring)";
-
 /// The table's columns (none: no table).
-const COLUMNS: &str = "\
-SELECT attname::text FROM pg_attribute
-WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped";
+const COLUMNS: &str = include_str!("../../queries/postgres/columns.sql");
 
 /// Whether both indexes exist.
-const INDEXES: &str = "SELECT to_regclass($1) IS NOT NULL AND to_regclass($2) IS NOT NULL";
+const INDEXES: &str = include_str!("../../queries/postgres/indexes.sql");
+
+/// The isolation level of the store's own connections.
+const SESSION: &str = include_str!("../../queries/postgres/session.sql");
+
+/// Serialises concurrent `migrate()` calls, waiting at most [`MIGRATION_LOCK_TIMEOUT`].
+const MIGRATION_LOCK: &str = include_str!("../../queries/postgres/migration_lock.sql");
+
+/// The lock timeout and the log level of the migration script's run.
+const UPGRADE_SETTINGS: &str = include_str!("../../queries/postgres/upgrade_settings.sql");
 
 /// How long a migration waits for another replica's migration.
 const MIGRATION_LOCK_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// How long the upgrade of a table waits for its lock: `ALTER TABLE` needs an exclusive lock,
-/// and every claim that arrives while it waits queues behind it.
-const UPGRADE_LOCK_TIMEOUT: &str = "SET LOCAL lock_timeout = '2s'";
-
-/// The isolation level of the store's own connections.
-const READ_COMMITTED: &str =
-    "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED";
-
-/// Serialises concurrent `migrate()` calls (several replicas starting at once): `CREATE TABLE
-/// IF NOT EXISTS` alone can fail when two sessions race.
-const MIGRATION_LOCK: &str = "SELECT pg_advisory_xact_lock(7310575268310339689)";
 
 /// The table's columns, in lower case.
 async fn columns<'c, E>(executor: E, table: &TableName) -> Result<Vec<String>, sqlx::Error>
 where
     E: Executor<'c, Database = sqlx::Postgres>,
 {
-    sqlx::query_scalar(COLUMNS)
+    sqlx::query_scalar(AssertSqlSafe(statement(COLUMNS)))
         .bind(table.as_str())
         .fetch_all(executor)
         .await
@@ -158,23 +46,22 @@ where
 
 impl Dialect for Postgres {
     type Database = sqlx::Postgres;
+}
+
+impl Sealed for Postgres {
     const MAX_CONNECTIONS: u32 = 16;
-    const STATEMENTS: Statements = Statements {
-        // Lowers `synchronous_commit` for the statement's own (implicit) transaction only.
-        asynchronous_commit: "set_config('synchronous_commit', 'off', true)",
-        // For the statement's own (implicit) transaction only, and read when a lock wait
-        // starts: every lock the statement waits for (the row, a concurrent inserter's
-        // transaction, the table) is bounded.
-        lock_timeout: "set_config('lock_timeout', '{milliseconds}ms', true)",
+    const SQL: Templates = Templates {
+        claim: include_str!("../../queries/postgres/claim.sql"),
         claim_binds: &[0, 1, 2, 3],
-        claim: CLAIM,
-        renew: RENEW,
-        complete: COMPLETE,
-        release: RELEASE,
-        state: STATE,
+        state: None,
+        renew: include_str!("../../queries/postgres/renew.sql"),
+        complete: include_str!("../../queries/postgres/complete.sql"),
+        release: include_str!("../../queries/postgres/release.sql"),
+        purge: &[include_str!("../../queries/postgres/purge.sql")],
+        adopt: &[],
+        cron_purge: include_str!("../../queries/postgres/cron_purge.sql"),
+        schema: include_str!("../../migrations/postgres.sql"),
     };
-    const SCHEMA: &'static str = include_str!("../../migrations/postgres.sql");
-    const READS_STATE_OF_A_DUPLICATE: bool = false;
 
     fn is_conflict(error: &dyn DatabaseError) -> bool {
         // serialization_failure, deadlock_detected
@@ -187,7 +74,7 @@ impl Dialect for Postgres {
         // with `IF NOT EXISTS`).
         let present = columns(store.pool(), table).await?;
         refuse_unusable(table, &present)?;
-        let indexed: bool = sqlx::query_scalar(INDEXES)
+        let indexed: bool = sqlx::query_scalar(AssertSqlSafe(statement(INDEXES)))
             .bind(table.index_name())
             .bind(table.expiry_index_name())
             .fetch_one(store.pool())
@@ -196,13 +83,7 @@ impl Dialect for Postgres {
             return Ok(());
         }
         let mut transaction = store.pool().begin().await?;
-        transaction
-            .execute(AssertSqlSafe(format!(
-                "SET LOCAL lock_timeout = '{}ms'",
-                MIGRATION_LOCK_TIMEOUT.as_millis()
-            )))
-            .await?;
-        match transaction.execute(MIGRATION_LOCK).await {
+        match transaction.execute(sqlx::raw_sql(MIGRATION_LOCK)).await {
             Err(sqlx::Error::Database(error)) if error.code().as_deref() == Some("55P03") => {
                 return Err(Error::MigrationLocked {
                     table: table.as_str().to_owned(),
@@ -213,11 +94,7 @@ impl Dialect for Postgres {
         };
         // Another replica may have migrated meanwhile: look again, under the lock.
         refuse_unusable(table, &columns(&mut *transaction, table).await?)?;
-        transaction.execute(UPGRADE_LOCK_TIMEOUT).await?;
-        // "already exists, skipping" notices are the normal case: keep them out of the logs.
-        transaction
-            .execute("SET LOCAL client_min_messages = warning")
-            .await?;
+        transaction.execute(sqlx::raw_sql(UPGRADE_SETTINGS)).await?;
         let script = store.schema().replace(
             "INTERVAL '72 hours'",
             &format!(
@@ -232,27 +109,20 @@ impl Dialect for Postgres {
         Ok(())
     }
 
-    const CRON_PURGE: &'static str = "\
-DELETE FROM processed_webhook_events WHERE event_id IN (
-    SELECT event_id FROM processed_webhook_events
-    WHERE expires_at <= now()
-    LIMIT 1000 FOR UPDATE SKIP LOCKED);";
-
     async fn purge_batch(
         store: &SqlStore<Self>,
         retention: Duration,
         batch: u64,
     ) -> Result<u64, Error> {
-        let mut statements = store.table().sql(PURGE).to_string();
-        let select = statements.split_off(statements.find("WITH").unwrap_or(0));
-        let mut transaction = store
-            .pool()
-            .begin_with("BEGIN ISOLATION LEVEL READ COMMITTED")
-            .await?;
+        let [purge] = &store.queries().purge[..] else {
+            unreachable!("one purge file")
+        };
+        let (select, settings) = purge.split_last().expect("the purge's statements");
+        let mut transaction = store.pool().begin().await?;
         transaction
-            .execute(sqlx::raw_sql(AssertSqlSafe(statements)))
+            .execute(sqlx::raw_sql(AssertSqlSafe(settings.join(";\n"))))
             .await?;
-        let deleted: i64 = sqlx::query_scalar(AssertSqlSafe(select))
+        let deleted: i64 = sqlx::query_scalar(AssertSqlSafe(select.clone()))
             .bind(i64::try_from(batch).unwrap_or(i64::MAX))
             .bind(micros(retention))
             .fetch_one(&mut *transaction)
@@ -310,7 +180,9 @@ impl SqlStore<Postgres> {
             })
             .after_connect(|connection, _| {
                 Box::pin(async move {
-                    connection.execute(READ_COMMITTED).await?;
+                    connection
+                        .execute(AssertSqlSafe(statement(SESSION)))
+                        .await?;
                     Ok(())
                 })
             })
@@ -370,5 +242,17 @@ impl SqlStore<Postgres> {
     #[must_use]
     pub fn with_lock_timeout(self, timeout: Duration) -> Self {
         self.set_lock_timeout(timeout)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_migration_lock_waits_for_its_timeout() {
+        let wait = format!(
+            "SET LOCAL lock_timeout = '{}ms'",
+            super::MIGRATION_LOCK_TIMEOUT.as_millis()
+        );
+        assert!(super::MIGRATION_LOCK.contains(&wait));
     }
 }

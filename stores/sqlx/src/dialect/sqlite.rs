@@ -8,161 +8,46 @@ use sqlx::{
     sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous},
 };
 
-use super::{Dialect, Statements, micros, refuse_unusable, sealed::Sealed};
-use crate::{Error, SqlStore};
+use super::{Dialect, Sealed, Templates, micros, refuse_unusable};
+use crate::{Error, SqlStore, queries::statement};
 
 /// The SQLite dialect (feature `sqlite`): [`SqliteStore`](crate::SqliteStore).
 #[derive(Debug, Clone, Copy)]
 pub struct Sqlite;
 
-impl Sealed for Sqlite {}
+/// Switches the database file to WAL mode.
+const WAL: &str = include_str!("../../queries/sqlite/wal.sql");
 
-/// SQLite's current time in Unix milliseconds (`'now'` is the same for a whole statement).
-macro_rules! now {
-    () => {
-        "CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)"
-    };
-}
+/// Begins the migration's transaction with the write lock.
+const MIGRATE_BEGIN: &str = include_str!("../../queries/sqlite/migrate_begin.sql");
 
-/// The columns and values of a fresh record; `?4` is its span in microseconds.
-macro_rules! record {
-    ($state:literal) => {
-        concat!(
-            "INSERT INTO {table} AS e (event_id, event_type, processed_at, state, claim_token, expires_at)\n",
-            "VALUES (?1, ?2, strftime('%Y-%m-%d %H:%M:%f', 'now'), '", $state, "', ?3, ",
-            now!(), " + ?4 / 1000)\n"
-        )
-    };
-}
-
-/// Claim: insert the claim, or take over a row whose lease (or retention) has expired. A row
-/// comes back only when the claim acquired the event; otherwise the store reads the state to
-/// tell completed from in flight.
-const CLAIM: &str = concat!(
-    record!("in_flight"),
-    "ON CONFLICT (event_id) DO UPDATE SET
-    event_type = excluded.event_type,
-    processed_at = excluded.processed_at,
-    state = 'in_flight',
-    claim_token = excluded.claim_token,
-    expires_at = excluded.expires_at
-WHERE e.expires_at <= ",
-    now!(),
-    "
-RETURNING 'acquired'"
-);
-
-/// Renew in one statement: extend the token's live claim, or record it again when the event has
-/// no live record. A live completion by the token is rewritten unchanged (the row comes back:
-/// `true`); another owner's live record is left alone (no row: `false`). SQLite evaluates
-/// every `SET` expression on the row as it was.
-const RENEW: &str = concat!(
-    record!("in_flight"),
-    "ON CONFLICT (event_id) DO UPDATE SET
-    event_type = CASE WHEN e.expires_at <= ",
-    now!(),
-    " THEN excluded.event_type ELSE e.event_type END,
-    processed_at = CASE WHEN e.expires_at <= ",
-    now!(),
-    " THEN excluded.processed_at ELSE e.processed_at END,
-    state = CASE WHEN e.expires_at <= ",
-    now!(),
-    " THEN 'in_flight' ELSE e.state END,
-    claim_token = excluded.claim_token,
-    expires_at = CASE WHEN e.state = 'completed' AND e.expires_at > ",
-    now!(),
-    "
-                      THEN e.expires_at ELSE excluded.expires_at END
-WHERE e.claim_token = ?3 OR e.expires_at <= ",
-    now!(),
-    "
-RETURNING claim_token"
-);
-
-/// Complete in one statement: record the event as completed by the token unless another owner
-/// holds or completed it (a live record with another token). A live record of the token keeps
-/// its `processed_at` (and so its index entry).
-const COMPLETE: &str = concat!(
-    record!("completed"),
-    "ON CONFLICT (event_id) DO UPDATE SET
-    event_type = CASE WHEN e.expires_at <= ",
-    now!(),
-    " THEN excluded.event_type ELSE e.event_type END,
-    processed_at = CASE WHEN e.expires_at <= ",
-    now!(),
-    " THEN excluded.processed_at ELSE e.processed_at END,
-    state = 'completed',
-    claim_token = excluded.claim_token,
-    expires_at = excluded.expires_at
-WHERE e.claim_token = ?3 OR e.expires_at <= ",
-    now!(),
-    "
-RETURNING claim_token"
-);
-
-const RELEASE: &str = concat!(
-    "DELETE FROM {table}
-WHERE event_id = ?1 AND state = 'in_flight' AND claim_token = ?2 AND expires_at > ",
-    now!(),
-    "
-RETURNING claim_token"
-);
-
-const STATE: &str = "SELECT state FROM {table} WHERE event_id = ?1";
-
-/// One purge batch of rows past their own expiry (SQLite runs one writer at a time: a short
-/// write transaction, which claims wait for through their busy timeout).
-const PURGE_EXPIRED: &str = concat!(
-    "DELETE FROM {table} WHERE event_id IN (
-    SELECT event_id FROM {table} WHERE expires_at <= ",
-    now!(),
-    " LIMIT ?1)"
-);
-
-/// One purge batch of rows without an expiry (written by another tool) claimed more than the
-/// retention (`?2`, a modifier such as `-259200.000000 seconds`) ago.
-const PURGE_UNEXPIRING: &str = "\
-DELETE FROM {table} WHERE event_id IN (
-    SELECT event_id FROM {table}
-    WHERE expires_at IS NULL AND processed_at < strftime('%Y-%m-%d %H:%M:%f', 'now', ?2)
-    LIMIT ?1)";
-
-/// The columns added to a table of the provider's documented schema, and their definitions
-/// (SQLite adds a column only with a constant default).
-const ADDED_COLUMNS: [(&str, &str); 4] = [
-    ("processed_at", "TIMESTAMP"),
-    (
-        "state",
-        "VARCHAR(9) NOT NULL DEFAULT 'completed' CHECK (state IN ('in_flight', 'completed'))",
-    ),
-    ("claim_token", "VARCHAR(32)"),
-    ("expires_at", "INTEGER"),
-];
-
-/// The rows of an adopted table: completed until their `processed_at` (or now) plus `?1`
-/// microseconds.
-const ADOPT: &str = "\
-UPDATE {table}
-SET expires_at = CAST(round((julianday(COALESCE(processed_at, 'now')) - 2440587.5) * 86400000.0)
-                      AS INTEGER) + ?1 / 1000
-WHERE expires_at IS NULL";
+/// The table's columns, in lower case (none: no table).
+const COLUMNS: &str = include_str!("../../queries/sqlite/columns.sql");
 
 impl Dialect for Sqlite {
     type Database = sqlx::Sqlite;
+}
+
+impl Sealed for Sqlite {
     const MAX_CONNECTIONS: u32 = 8;
-    const STATEMENTS: Statements = Statements {
-        asynchronous_commit: "NULL",
-        // The bound is the connection's busy timeout.
-        lock_timeout: "",
+    const SQL: Templates = Templates {
+        claim: include_str!("../../queries/sqlite/claim.sql"),
         claim_binds: &[0, 1, 2, 3],
-        claim: CLAIM,
-        renew: RENEW,
-        complete: COMPLETE,
-        release: RELEASE,
-        state: STATE,
+        state: Some(include_str!("../../queries/sqlite/state.sql")),
+        renew: include_str!("../../queries/sqlite/renew.sql"),
+        complete: include_str!("../../queries/sqlite/complete.sql"),
+        release: include_str!("../../queries/sqlite/release.sql"),
+        purge: &[
+            include_str!("../../queries/sqlite/purge_expired.sql"),
+            include_str!("../../queries/sqlite/purge_unexpiring.sql"),
+        ],
+        adopt: &[
+            include_str!("../../queries/sqlite/add_columns.sql"),
+            include_str!("../../queries/sqlite/adopt.sql"),
+        ],
+        cron_purge: include_str!("../../queries/sqlite/cron_purge.sql"),
+        schema: include_str!("../../migrations/sqlite.sql"),
     };
-    const SCHEMA: &'static str = include_str!("../../migrations/sqlite.sql");
-    const READS_STATE_OF_A_DUPLICATE: bool = true;
 
     fn is_conflict(_error: &dyn DatabaseError) -> bool {
         // SQLite runs one writer at a time: transactions never conflict, they wait (busy
@@ -174,36 +59,43 @@ impl Dialect for Sqlite {
         // Persistent in the file; a no-op when it is WAL already, "memory" for `:memory:`.
         // It needs a moment without other writers: when that fails the schema is still
         // created, and the connections' busy timeout keeps the rollback journal usable.
-        if let Err(error) = store.pool().execute("PRAGMA journal_mode = WAL").await {
+        if let Err(error) = store.pool().execute(AssertSqlSafe(statement(WAL))).await {
             tracing::warn!(%error, "could not switch the SQLite database to WAL mode");
         }
         let table = store.table();
         // One writer at a time: `BEGIN IMMEDIATE` takes the write lock before reading.
-        let mut connection = store.pool().acquire().await?;
-        connection.execute("BEGIN IMMEDIATE").await?;
+        let mut transaction = store
+            .pool()
+            .begin_with(AssertSqlSafe(statement(MIGRATE_BEGIN)))
+            .await?;
         let migrated = async {
-            let present: Vec<String> =
-                sqlx::query_scalar("SELECT lower(name) FROM pragma_table_info(?1)")
-                    .bind(table.as_str())
-                    .fetch_all(&mut *connection)
-                    .await?;
+            let present: Vec<String> = sqlx::query_scalar(AssertSqlSafe(statement(COLUMNS)))
+                .bind(table.as_str())
+                .fetch_all(&mut *transaction)
+                .await?;
             refuse_unusable(table, &present)?;
             if !present.is_empty() {
-                for (column, definition) in ADDED_COLUMNS {
-                    if !present.iter().any(|present| present == column) {
-                        connection
-                            .execute(AssertSqlSafe(format!(
-                                "ALTER TABLE {table} ADD COLUMN {column} {definition}"
-                            )))
+                let [add_columns, adopt] = &store.queries().adopt[..] else {
+                    unreachable!("two adoption files")
+                };
+                for add_column in add_columns {
+                    if !present
+                        .iter()
+                        .any(|present| present == added_column(add_column))
+                    {
+                        transaction
+                            .execute(AssertSqlSafe(add_column.clone()))
                             .await?;
                     }
                 }
-                sqlx::query(AssertSqlSafe(table.sql(ADOPT)))
-                    .bind(micros(store.adopted_retention()))
-                    .execute(&mut *connection)
-                    .await?;
+                for adopt in adopt {
+                    sqlx::query(AssertSqlSafe(adopt.clone()))
+                        .bind(micros(store.adopted_retention()))
+                        .execute(&mut *transaction)
+                        .await?;
+                }
             }
-            connection
+            transaction
                 .execute(sqlx::raw_sql(AssertSqlSafe(store.schema())))
                 .await?;
             Ok::<_, Error>(())
@@ -211,24 +103,15 @@ impl Dialect for Sqlite {
         .await;
         match migrated {
             Ok(()) => {
-                connection.execute("COMMIT").await?;
+                transaction.commit().await?;
                 Ok(())
             }
             Err(error) => {
-                connection.execute("ROLLBACK").await?;
+                transaction.rollback().await?;
                 Err(error)
             }
         }
     }
-
-    const CRON_PURGE: &'static str = concat!(
-        "DELETE FROM processed_webhook_events WHERE event_id IN (
-    SELECT event_id FROM processed_webhook_events
-    WHERE expires_at <= ",
-        now!(),
-        "
-    LIMIT 1000);"
-    );
 
     async fn purge_batch(
         store: &SqlStore<Self>,
@@ -239,8 +122,8 @@ impl Dialect for Sqlite {
         let age = format!("-{}.{:06} seconds", micros / 1_000_000, micros % 1_000_000);
         let batch = i64::try_from(batch).unwrap_or(i64::MAX);
         let mut deleted = 0;
-        for sql in [PURGE_EXPIRED, PURGE_UNEXPIRING] {
-            deleted += sqlx::query(AssertSqlSafe(store.table().sql(sql)))
+        for sql in store.queries().purge.iter().flatten() {
+            deleted += sqlx::query(AssertSqlSafe(sql.clone()))
                 .bind(batch)
                 .bind(&age)
                 .execute(store.pool())
@@ -249,6 +132,15 @@ impl Dialect for Sqlite {
         }
         Ok(deleted)
     }
+}
+
+/// The column that `add_column`, one statement of `add_columns.sql`, adds: the word after
+/// `ADD COLUMN`.
+fn added_column(add_column: &str) -> &str {
+    add_column
+        .split_once("ADD COLUMN ")
+        .and_then(|(_, column)| column.split_whitespace().next())
+        .unwrap_or_default()
 }
 
 /// [`SqliteStore`](crate::SqliteStore)'s own constructors.
@@ -317,5 +209,25 @@ impl SqlStore<Sqlite> {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Full)
             .busy_timeout(Self::BUSY_TIMEOUT))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::dialect::{STORE_COLUMNS, Sealed};
+
+    #[test]
+    fn the_migration_adds_every_store_column() {
+        let queries = crate::queries::Queries::new::<super::Sqlite>(
+            &crate::TableName::default(),
+            true,
+            std::time::Duration::from_secs(2),
+        );
+        let added: Vec<&str> = queries.adopt[0]
+            .iter()
+            .map(|add_column| super::added_column(add_column))
+            .collect();
+        assert_eq!(added, STORE_COLUMNS);
+        assert_eq!(<super::Sqlite as Sealed>::SQL.adopt.len(), 2);
     }
 }

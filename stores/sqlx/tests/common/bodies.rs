@@ -1,5 +1,5 @@
 //! Test bodies every dialect runs: each dialect's file calls them from a `#[tokio::test]` of its
-//! own (with its `#[ignore]`), and supplies the dialect's SQL through [`SqlStore`].
+//! own (with its `#[ignore]`), and supplies the dialect's SQL through [`TestDatabase`].
 
 use std::{
     collections::BTreeSet,
@@ -21,10 +21,11 @@ use sangho_webhook_sqlx::{
 
 use super::{LONG, TYPE, acquire, builder, claim, complete, layer, secret};
 
-/// A store of this crate as the shared bodies see it: its pool and table, and the dialect's SQL
-/// for the rows a test writes by hand.
+/// The database under a store of this crate, as the shared bodies see it: the store's pool and
+/// table, and the dialect's SQL for the rows a test writes (and reads) by hand. Not the crate's
+/// `SqlStore` type: each store type implements it in `common`.
 #[async_trait]
-pub trait SqlStore: IdempotencyStore + Purge {
+pub trait TestDatabase: IdempotencyStore + Purge {
     /// The store's database.
     type Db: Database;
 
@@ -68,7 +69,7 @@ pub fn table_named_after_the_default() -> String {
 /// written by its recipe: `migrate` adopts it (twice), the provider's columns keep their
 /// types, a recent row counts as completed, a row older than the adopted retention is
 /// forgotten, and new events are processed.
-pub async fn migrate_adopts_a_table_of_the_provider_schema<S: SqlStore>(store: &S) {
+pub async fn migrate_adopts_a_table_of_the_provider_schema<S: TestDatabase>(store: &S) {
     store
         .run_script(&S::provider_schema(store.table().as_str()))
         .await;
@@ -111,7 +112,7 @@ pub async fn migrate_adopts_a_table_of_the_provider_schema<S: SqlStore>(store: &
 
 /// `store` is on a table of its name that is no idempotency table: `migrate` refuses it,
 /// naming the table and the missing columns, and leaves it as it is.
-pub async fn migrate_refuses_a_table_without_the_event_columns<S: SqlStore>(store: &S) {
+pub async fn migrate_refuses_a_table_without_the_event_columns<S: TestDatabase>(store: &S) {
     let table = store.table().as_str().to_owned();
     store
         .run_script(&format!(
@@ -144,7 +145,7 @@ pub async fn migrate_refuses_a_table_without_the_event_columns<S: SqlStore>(stor
     );
 }
 
-/// The ids of every row of `table`: [`SqlStore::event_ids`] for any dialect.
+/// The ids of every row of `table`: [`TestDatabase::event_ids`] for any dialect.
 pub async fn event_ids<DB: Database>(pool: &Pool<DB>, table: &TableName) -> BTreeSet<String>
 where
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
@@ -165,7 +166,7 @@ pub async fn two_hundred_concurrent_claims_through_sixteen_connections_acquire_o
     store: S,
 ) -> Arc<str>
 where
-    S: SqlStore + Clone,
+    S: TestDatabase + Clone,
 {
     // Open all sixteen connections before the race.
     let mut warm = Vec::new();
@@ -206,7 +207,7 @@ pub async fn completed_event_is_a_duplicate_after_the_pool_is_reopened<S, F>(
     store: &S,
     reopen: impl FnOnce() -> F,
 ) where
-    S: SqlStore,
+    S: TestDatabase,
     F: Future<Output = S>,
 {
     let id = unique_event_id("reopen");
@@ -229,7 +230,7 @@ pub async fn completed_event_is_a_duplicate_after_the_pool_is_reopened<S, F>(
 /// The purge deletes exactly the rows past their own expiry (a completion past its
 /// retention, a claim past its lease) and the rows another tool wrote without an expiry more
 /// than the retention (72 h) ago; never a live record, however old its `processed_at`.
-pub async fn purge_removes_exactly_the_rows_past_their_own_expiry<S: SqlStore>(store: &S) {
+pub async fn purge_removes_exactly_the_rows_past_their_own_expiry<S: TestDatabase>(store: &S) {
     const SHORT: Duration = Duration::from_millis(10);
     // Removed.
     let expired = unique_event_id("expired");
@@ -293,7 +294,7 @@ pub async fn purge_removes_exactly_the_rows_past_their_own_expiry<S: SqlStore>(s
 }
 
 /// `spawn_purge` empties the table of expired completions, and stops promptly.
-pub async fn purge_task_purges_until_stopped<S: SqlStore>(store: &S) {
+pub async fn purge_task_purges_until_stopped<S: TestDatabase>(store: &S) {
     let done = unique_event_id("done");
     let token = acquire(store, &done, LONG).await;
     assert_eq!(
@@ -319,7 +320,7 @@ pub async fn purge_task_stops_promptly_while_its_purge_waits_for_a_lock<S, G, F>
     store: &S,
     block: impl FnOnce() -> F,
 ) where
-    S: SqlStore,
+    S: TestDatabase,
     F: Future<Output = G>,
 {
     // Something to purge, so that the purge writes.
@@ -426,7 +427,7 @@ where
 /// whole backlog is deleted. Prints the claims' latency percentiles.
 pub async fn purge_of_a_backlog_beside_32_claimers_fails_no_claim<S>(store: &S)
 where
-    S: SqlStore + Clone,
+    S: TestDatabase + Clone,
 {
     const CLAIMERS: usize = 32;
     let rows = env_count("SANGHO_PURGE_ROWS", 100_000);
@@ -525,28 +526,56 @@ pub const LOCK_HELD: Duration = Duration::from_millis(2_600);
 /// The layer's store timeout in the lock tests.
 pub const LOCK_TEST_STORE_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// A delivery of `id` whose claim waits on a lock that another transaction holds (taken by
-/// `lock`, on a row of the event: a claim left expired by a crashed process) for
-/// [`LOCK_HELD`], past the layer's store timeout of 1 s: 503, the handler not called. Once
-/// `unlock` released it, and after a short wait, the next delivery is processed (200, the
-/// handler called once), not 409: the waiting claim gave up on the database instead of landing
-/// after its 503 (and after the layer's release of it) as an in-flight claim nobody owns.
-///
-/// `store` has one connection, which the waiting claim holds: the layer's release of the
-/// timed-out claim waits for it (as it may in a pool busy under load), and cannot delete the
-/// claim once it lands. Only the claim's own bound on its lock wait keeps the event free.
-pub async fn a_claim_that_waits_on_a_lock_never_lands_after_its_503<S, L, F, G, U, R>(
-    store: S,
-    id: &str,
-    lock: L,
-    unlock: U,
-) where
-    S: IdempotencyStore,
+/// Another transaction's lock that a store statement waits for (a row lock, SQLite's write
+/// lock), as a pair: the closure that takes it, and the one that ends it with what the first
+/// answered.
+pub trait OtherLock {
+    /// Takes the lock, runs `during` while it is held, and ends it [`LOCK_HELD`] after it was
+    /// taken (whether `during` answered before or not): what `during` answered, and how long
+    /// after the lock was taken.
+    fn hold_while<T>(self, during: impl Future<Output = T>) -> impl Future<Output = (T, Duration)>;
+}
+
+impl<L, F, G, U, R> OtherLock for (L, U)
+where
     L: FnOnce() -> F,
     F: Future<Output = G>,
     U: FnOnce(G) -> R,
     R: Future<Output = ()>,
 {
+    async fn hold_while<T>(self, during: impl Future<Output = T>) -> (T, Duration) {
+        let (lock, unlock) = self;
+        let guard = lock().await;
+        let locked = Instant::now();
+        let (answer, ()) = tokio::join!(
+            async {
+                let answer = during.await;
+                (answer, locked.elapsed())
+            },
+            async {
+                tokio::time::sleep(LOCK_HELD).await;
+                unlock(guard).await;
+            },
+        );
+        answer
+    }
+}
+
+/// A delivery of `id` whose claim waits on a lock that another transaction holds (`lock`, on a
+/// row of the event: a claim left expired by a crashed process) for [`LOCK_HELD`], past the
+/// layer's store timeout of 1 s: 503, the handler not called. Once the lock is released, and
+/// after a short wait, the next delivery is processed (200, the handler called once), not 409:
+/// the waiting claim gave up on the database instead of landing after its 503 (and after the
+/// layer's release of it) as an in-flight claim nobody owns.
+///
+/// `store` has one connection, which the waiting claim holds: the layer's release of the
+/// timed-out claim waits for it (as it may in a pool busy under load), and cannot delete the
+/// claim once it lands. Only the claim's own bound on its lock wait keeps the event free.
+pub async fn a_claim_that_waits_on_a_lock_never_lands_after_its_503(
+    store: impl IdempotencyStore,
+    id: &str,
+    lock: impl OtherLock,
+) {
     // An expired claim of the event: the row the other transaction locks.
     acquire(&store, id, Duration::from_millis(1)).await;
     tokio::time::sleep(Duration::from_millis(20)).await;
@@ -560,10 +589,9 @@ pub async fn a_claim_that_waits_on_a_lock_never_lands_after_its_503<S, L, F, G, 
     );
     let delivery = Delivery::event(id, TYPE).signed(&secret(), fixtures::NOW);
 
-    let guard = lock().await;
-    let locked = Instant::now();
-    let first = send(&service, delivery.clone().into_request()).await;
-    let waited = locked.elapsed();
+    let (first, waited) = lock
+        .hold_while(send(&service, delivery.clone().into_request()))
+        .await;
     assert_eq!(
         first.status,
         StatusCode::SERVICE_UNAVAILABLE,
@@ -575,9 +603,6 @@ pub async fn a_claim_that_waits_on_a_lock_never_lands_after_its_503<S, L, F, G, 
          (after {waited:?})"
     );
     assert_eq!(handler.calls(), 0);
-
-    tokio::time::sleep(LOCK_HELD.saturating_sub(locked.elapsed())).await;
-    unlock(guard).await;
     // Time for a claim still waiting on the lock to land.
     tokio::time::sleep(Duration::from_millis(500)).await;
 
@@ -594,36 +619,18 @@ pub async fn a_claim_that_waits_on_a_lock_never_lands_after_its_503<S, L, F, G, 
     assert_eq!(handler.calls(), 1, "then a duplicate");
 }
 
-/// A renewal of a live claim whose row another transaction holds (taken by `lock`) for
-/// [`LOCK_HELD`]: it fails after the store's lock timeout (2 s), before the lock is released,
-/// instead of waiting for it and landing whenever it is released (after its owner may have
-/// released the claim, re-creating it). Once `unlock` released the row, the claim is as it was.
-pub async fn a_renewal_that_waits_on_a_lock_gives_up_after_the_lock_timeout<S, L, F, G, U, R>(
-    store: S,
+/// A renewal of a live claim whose row another transaction holds (`lock`) for [`LOCK_HELD`]:
+/// it fails after the store's lock timeout (2 s), before the lock is released, instead of
+/// waiting for it and landing whenever it is released (after its owner may have released the
+/// claim, re-creating it). Once the row is released, the claim is as it was.
+pub async fn a_renewal_that_waits_on_a_lock_gives_up_after_the_lock_timeout(
+    store: impl IdempotencyStore,
     id: &str,
-    lock: L,
-    unlock: U,
-) where
-    S: IdempotencyStore,
-    L: FnOnce() -> F,
-    F: Future<Output = G>,
-    U: FnOnce(G) -> R,
-    R: Future<Output = ()>,
-{
+    lock: impl OtherLock,
+) {
     let token = acquire(&store, id, LONG).await;
-    let guard = lock().await;
-    let locked = Instant::now();
-    let (renewed, ()) = tokio::join!(
-        async {
-            let renewed = store.renew(Claimant::new(id, TYPE, &token), LONG).await;
-            (renewed, locked.elapsed())
-        },
-        async {
-            tokio::time::sleep(LOCK_HELD).await;
-            unlock(guard).await;
-        },
-    );
-    let (renewed, waited) = renewed;
+    let renewed = store.renew(Claimant::new(id, TYPE, &token), LONG);
+    let (renewed, waited) = lock.hold_while(renewed).await;
     assert!(
         matches!(renewed, Err(StoreError::Backend(_))),
         "the renewal fails on the lock timeout, it does not wait for the lock: {renewed:?} \

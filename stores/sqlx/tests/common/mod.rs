@@ -11,7 +11,7 @@ pub mod transactional;
 use std::{collections::BTreeSet, ops::Deref, time::Duration};
 
 use async_trait::async_trait;
-use bodies::SqlStore;
+use bodies::TestDatabase;
 use sangho_webhook::{
     SanghoWebhookLayer,
     store::{Claim, ClaimToken, Claimant, Completion, IdempotencyStore, StoreError},
@@ -171,7 +171,7 @@ fn pool_options<DB: Database>(connections: u32) -> PoolOptions<DB> {
 }
 
 /// `store` migrated, and cleaned up by `cleanup` with its last clone.
-async fn migrated<S: SqlStore>(store: S, cleanup: Cleanup) -> TestStore<S> {
+async fn migrated<S: TestDatabase>(store: S, cleanup: Cleanup) -> TestStore<S> {
     store.migrate().await.expect("migrate");
     TestStore { store, cleanup }
 }
@@ -241,14 +241,14 @@ pub async fn sqlite_store_at(path: &std::path::Path, connections: u32) -> Sqlite
     SqliteStore::new(pool)
 }
 
-/// Implements [`SqlStore`] for a store type by delegating to its inherent methods, with the
+/// Implements [`TestDatabase`] for a store type by delegating to its inherent methods, with the
 /// dialect's SQL for the hand-written rows (`{table}` stands for the table name).
-macro_rules! sql_store {
+macro_rules! test_database {
     ($store:ty, $db:ty, backdate: $backdate:expr, seed_old: $seed_old:expr, seed_recent: $seed_recent:expr,
      provider_schema: $provider:expr, column_type: $column_type:expr,
      expired_rows: $expired_rows:expr $(,)?) => {
         #[async_trait]
-        impl SqlStore for $store {
+        impl TestDatabase for $store {
             type Db = $db;
 
             fn pool(&self) -> &sqlx::Pool<$db> {
@@ -316,7 +316,7 @@ macro_rules! sql_store {
     };
 }
 
-sql_store!(
+test_database!(
     PostgresStore,
     sqlx::Postgres,
     backdate: "UPDATE {table} SET processed_at = processed_at - INTERVAL '4 days' WHERE event_id = $1",
@@ -336,7 +336,7 @@ sql_store!(
                    FROM generate_series(1, {rows}) AS g",
 );
 
-sql_store!(
+test_database!(
     SqliteStore,
     sqlx::Sqlite,
     backdate: "UPDATE {table} SET processed_at = strftime('%Y-%m-%d %H:%M:%f', processed_at, '-4 days') WHERE event_id = ?1",
@@ -358,7 +358,7 @@ sql_store!(
 );
 
 #[cfg(feature = "mariadb")]
-sql_store!(
+test_database!(
     MariaDbStore,
     sqlx::MySql,
     backdate: "UPDATE {table} SET processed_at = processed_at - INTERVAL 4 DAY WHERE event_id = ?",

@@ -1,0 +1,17 @@
+-- Complete an event, in one statement: record it as completed by the token unless another
+-- owner holds or completed it (a live record with another token). The layer's completion and
+-- `complete_in` (inside the handler's transaction) both run it.
+-- Binds: event id, event type, the delivery's claim token, the retention in µs.
+-- Answers the row's `claim_token` as it now is: the token's when the event is completed by it.
+-- Evaluated in order, as in renew.sql.
+INSERT INTO {table} (event_id, event_type, processed_at, state, claim_token, expires_at)
+VALUES (?, ?, UTC_TIMESTAMP(6), 'completed', ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)
+ON DUPLICATE KEY UPDATE
+    event_type = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(event_type), event_type),
+    processed_at = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(processed_at), processed_at),
+    state = IF(expires_at <= UTC_TIMESTAMP(6) OR claim_token = VALUES(claim_token),
+               'completed', state),
+    claim_token = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(claim_token), claim_token),
+    expires_at = IF(expires_at <= UTC_TIMESTAMP(6) OR claim_token = VALUES(claim_token),
+                    VALUES(expires_at), expires_at)
+RETURNING claim_token;

@@ -1,0 +1,20 @@
+-- Complete an event, in one statement: record it as completed by the token unless another
+-- owner holds or completed it (a live record with another token). When the token's own record
+-- is live, `processed_at` is kept (and so its index entry). The layer's completion and
+-- `complete_in` (inside the handler's transaction) both run it.
+-- Binds: $1 event id, $2 event type, $3 the delivery's claim token, $4 the retention in µs.
+-- Answers the row's `claim_token` when the event is now completed by the token; no row when
+-- another owner's live record was left alone.
+INSERT INTO {table} AS e (event_id, event_type, processed_at, state, claim_token, expires_at)
+VALUES ($1, $2, statement_timestamp(), 'completed', $3,
+        statement_timestamp() + $4 * INTERVAL '1 microsecond')
+ON CONFLICT (event_id) DO UPDATE
+    SET event_type = CASE WHEN e.expires_at <= statement_timestamp()
+                          THEN EXCLUDED.event_type ELSE e.event_type END,
+        processed_at = CASE WHEN e.expires_at <= statement_timestamp()
+                            THEN EXCLUDED.processed_at ELSE e.processed_at END,
+        state = 'completed',
+        claim_token = EXCLUDED.claim_token,
+        expires_at = EXCLUDED.expires_at
+    WHERE e.claim_token = $3 OR e.expires_at <= statement_timestamp()
+RETURNING claim_token;

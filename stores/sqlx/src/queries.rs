@@ -1,0 +1,206 @@
+//! The store's statements: the SQL files of the crate's `queries/<dialect>/` folders (included
+//! at compile time by each dialect), rendered once per store for its table
+//! and settings ([`Queries`]), and the decoding of the claim's answer ([`ClaimRow`]).
+//!
+//! The placeholder convention of the files is documented in `queries/README.md`: `{table}`,
+//! `{lock_timeout_ms}`, `{lock_timeout_s}` and `{asynchronous_commit}`, each substituted here
+//! and nowhere else.
+
+use std::{sync::Arc, time::Duration};
+
+use sangho_webhook::store::{Claim, StoreError};
+
+use crate::{TableName, dialect::Sealed};
+
+/// A store's statements, rendered once for its table and settings (never per call), with the
+/// files' comments left out.
+#[derive(Debug)]
+pub(crate) struct Queries {
+    pub(crate) claim: Arc<str>,
+    pub(crate) state: Option<Arc<str>>,
+    pub(crate) renew: Arc<str>,
+    pub(crate) complete: Arc<str>,
+    pub(crate) release: Arc<str>,
+    /// The statements of each file of one purge batch.
+    pub(crate) purge: Vec<Vec<Arc<str>>>,
+    /// The statements of each file that adopts an existing table.
+    pub(crate) adopt: Vec<Vec<Arc<str>>>,
+    /// The purge for cron, `;` included: SQL to copy.
+    pub(crate) cron_purge: String,
+}
+
+impl Queries {
+    pub(crate) fn new<D: Sealed>(
+        table: &TableName,
+        synchronous_claims: bool,
+        lock_timeout: Duration,
+    ) -> Self {
+        let templates = D::SQL;
+        let placeholders = [
+            ("{table}", table.as_str().to_owned()),
+            (
+                "{lock_timeout_ms}",
+                whole(lock_timeout, Duration::from_millis(1), MAX_LOCK_TIMEOUT_MS).to_string(),
+            ),
+            (
+                "{lock_timeout_s}",
+                whole(lock_timeout, Duration::from_secs(1), MAX_LOCK_TIMEOUT_S).to_string(),
+            ),
+            ("{asynchronous_commit}", (!synchronous_claims).to_string()),
+        ];
+        let render = |file: &str| -> Vec<Arc<str>> {
+            statements(file)
+                .into_iter()
+                .map(|statement| {
+                    placeholders
+                        .iter()
+                        .fold(statement, |sql, (placeholder, value)| {
+                            sql.replace(placeholder, value)
+                        })
+                        .into()
+                })
+                .collect()
+        };
+        let one = |file: &str| -> Arc<str> {
+            let mut statements = render(file);
+            assert_eq!(statements.len(), 1, "one statement in {file}");
+            statements.remove(0)
+        };
+        Self {
+            claim: one(templates.claim),
+            state: templates.state.map(one),
+            renew: one(templates.renew),
+            complete: one(templates.complete),
+            release: one(templates.release),
+            purge: templates.purge.iter().map(|file| render(file)).collect(),
+            adopt: templates.adopt.iter().map(|file| render(file)).collect(),
+            cron_purge: format!("{};", one(templates.cron_purge)),
+        }
+    }
+}
+
+/// The statements of an SQL file: its comment lines left out, split at the `;` that end a
+/// line, without that `;`.
+pub(crate) fn statements(file: &str) -> Vec<String> {
+    let code: String = file
+        .lines()
+        .filter(|line| !line.trim_start().starts_with("--"))
+        .map(|line| format!("{line}\n"))
+        .collect();
+    code.split(";\n")
+        .map(str::trim)
+        .filter(|statement| !statement.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The one statement of an SQL file without placeholders (see [`statements`]).
+pub(crate) fn statement(file: &str) -> String {
+    let mut statements = statements(file);
+    assert_eq!(statements.len(), 1, "one statement in {file}");
+    statements.remove(0)
+}
+
+/// The longest lock timeout PostgreSQL accepts, in milliseconds (`INT_MAX`).
+const MAX_LOCK_TIMEOUT_MS: u64 = i32::MAX as u64;
+
+/// The longest lock timeout written for MariaDB, in seconds: a year, the largest
+/// `lock_wait_timeout` it accepts.
+const MAX_LOCK_TIMEOUT_S: u64 = 365 * 24 * 3600;
+
+/// `duration` in whole `unit`s, rounded up: at least 1 (a zero timeout would mean no bound, or
+/// no wait at all), at most `max`.
+fn whole(duration: Duration, unit: Duration, max: u64) -> u64 {
+    let units = duration.as_nanos().div_ceil(unit.as_nanos());
+    u64::try_from(units).unwrap_or(u64::MAX).clamp(1, max)
+}
+
+/// What a claim found, as its statements answer it: the `status` column of `claim.sql` (and of
+/// SQLite's `state.sql`), or no row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ClaimRow {
+    /// `acquired`: the claim is the delivery's.
+    Acquired,
+    /// `completed`: a live completion.
+    Completed,
+    /// `in_flight`: another delivery's live claim; also no row at all (a record committed by a
+    /// concurrent claim after the statement's snapshot, or gone since it was read).
+    InFlight,
+}
+
+impl ClaimRow {
+    /// Decodes a claim's answer: its `status`, if a row came back.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Protocol`] for a status the statements never answer.
+    pub(crate) fn decode(status: Option<&str>) -> Result<Self, StoreError> {
+        match status {
+            Some("acquired") => Ok(Self::Acquired),
+            Some("completed") => Ok(Self::Completed),
+            Some("in_flight") | None => Ok(Self::InFlight),
+            Some(other) => Err(StoreError::Protocol(format!(
+                "unexpected claim answer {other:?}"
+            ))),
+        }
+    }
+}
+
+impl From<ClaimRow> for Claim {
+    fn from(row: ClaimRow) -> Self {
+        match row {
+            ClaimRow::Acquired => Claim::Acquired,
+            ClaimRow::Completed => Claim::Completed,
+            ClaimRow::InFlight => Claim::InFlight,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use sangho_webhook::store::{Claim, StoreError};
+
+    use super::{ClaimRow, MAX_LOCK_TIMEOUT_MS, MAX_LOCK_TIMEOUT_S, statements, whole};
+
+    #[test]
+    fn lock_timeouts_round_up_to_whole_units_of_at_least_one() {
+        let (ms, s) = (Duration::from_millis(1), Duration::from_secs(1));
+        assert_eq!(whole(Duration::from_secs(2), ms, MAX_LOCK_TIMEOUT_MS), 2000);
+        assert_eq!(
+            whole(Duration::from_micros(1500), ms, MAX_LOCK_TIMEOUT_MS),
+            2
+        );
+        assert_eq!(whole(Duration::ZERO, ms, MAX_LOCK_TIMEOUT_MS), 1);
+        assert_eq!(whole(Duration::from_millis(1500), s, MAX_LOCK_TIMEOUT_S), 2);
+        assert_eq!(whole(Duration::from_millis(1), s, MAX_LOCK_TIMEOUT_S), 1);
+        assert_eq!(
+            whole(Duration::MAX, ms, MAX_LOCK_TIMEOUT_MS),
+            i32::MAX as u64
+        );
+        assert_eq!(
+            whole(Duration::MAX, s, MAX_LOCK_TIMEOUT_S),
+            MAX_LOCK_TIMEOUT_S
+        );
+    }
+
+    #[test]
+    fn a_file_splits_into_its_statements_without_comments() {
+        let file = "-- header\n-- more\nSET a = 1;\n-- inside\nSELECT 1\nFROM t;\n";
+        assert_eq!(statements(file), ["SET a = 1", "SELECT 1\nFROM t"]);
+    }
+
+    #[test]
+    fn the_claim_s_status_decodes_into_the_claim() {
+        let decode = |status| ClaimRow::decode(status).map(Claim::from).ok();
+        assert_eq!(decode(Some("acquired")), Some(Claim::Acquired));
+        assert_eq!(decode(Some("completed")), Some(Claim::Completed));
+        assert_eq!(decode(Some("in_flight")), Some(Claim::InFlight));
+        assert_eq!(decode(None), Some(Claim::InFlight));
+        assert!(matches!(
+            ClaimRow::decode(Some("0123456789abcdef0123456789abcdef")),
+            Err(StoreError::Protocol(_))
+        ));
+    }
+}
