@@ -100,6 +100,7 @@ fn render(metrics: &PrometheusHandle) -> impl IntoResponse + use<> {
 
 /// Counts the deliveries that ended without a response (`outcome` = `hung_up` or
 /// `handler_error` in the layer's `warn` events) under [`DELIVERIES`].
+#[derive(Debug)]
 pub struct UnansweredDeliveries;
 
 impl UnansweredDeliveries {
