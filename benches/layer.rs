@@ -40,7 +40,7 @@ use hmac::{Hmac, KeyInit, Mac};
 use http::{Request, Response, StatusCode};
 use http_body_util::Full;
 use sangho_webhook::{
-    SanghoWebhookLayer,
+    SanghoWebhookLayer, WebhookBody,
     signature::Secret,
     store::{Claim, ClaimToken, Claimant, Completion, IdempotencyStore, MokaStore},
     testing::{Delivery, NullStore, fixtures},
@@ -247,9 +247,9 @@ fn layer(c: &mut Criterion) {
 }
 
 /// Sends each request through `service`, one after the other.
-fn through<S>(runtime: &tokio::runtime::Runtime, service: &S, requests: Vec<Request<Full<Bytes>>>)
+fn through<S>(runtime: &tokio::runtime::Runtime, service: &S, requests: Vec<Request<WebhookBody>>)
 where
-    S: tower::Service<Request<Full<Bytes>>, Error = Infallible> + Clone,
+    S: tower::Service<Request<WebhookBody>, Error = Infallible> + Clone,
 {
     runtime.block_on(async {
         for request in requests {
@@ -259,7 +259,7 @@ where
     })
 }
 
-type Requests = Vec<Request<Full<Bytes>>>;
+type Requests = Vec<Request<WebhookBody>>;
 
 /// One case of the interleaved check: prepares its inputs, then runs them (timed).
 struct Case<'a> {
@@ -281,7 +281,7 @@ fn interleaved_check(profile: Option<(String, usize)>) {
     let null = at_fixed_time(&secret, NullStore).layer(service_fn(handler));
     let store = MokaStore::new();
     let next_id = AtomicU64::new(0);
-    let fresh = |n: usize| -> Vec<Request<Full<Bytes>>> {
+    let fresh = |n: usize| -> Vec<Request<WebhookBody>> {
         (0..n)
             .map(|_| {
                 let id = format!("evt_check_{}", next_id.fetch_add(1, Ordering::Relaxed));
@@ -364,7 +364,7 @@ fn interleaved_check(profile: Option<(String, usize)>) {
                 (0..n)
                     .map(|_| {
                         let id = next_id.fetch_add(1, Ordering::Relaxed);
-                        let mut request = Request::new(Full::new(Bytes::new()));
+                        let mut request = Request::new(WebhookBody::default());
                         *request.uri_mut() =
                             format!("/evt_store_check_{id}").parse().expect("a path");
                         request
@@ -444,7 +444,7 @@ fn hmac_matches(timestamp: &str, tag: &[u8; 32], body: &[u8]) -> bool {
 /// What a receiver written by hand does with each delivery, and no more: reads the signature
 /// header, decodes its `v1`, computes the HMAC of `"<t>." + body` (keyed per call) and compares
 /// it, and parses `id` and `type`. The request is dropped here, as the layer drops it.
-fn by_hand(request: Request<Full<Bytes>>) -> (usize, usize) {
+fn by_hand(request: Request<WebhookBody>) -> (usize, usize) {
     let (parts, body) = request.into_parts();
     let body = ready_data(body);
     let header = parts
@@ -458,8 +458,8 @@ fn by_hand(request: Request<Full<Bytes>>) -> (usize, usize) {
     (needed.id.len(), needed.event_type.len())
 }
 
-/// The bytes of a body that is ready at once (a `Full`), without a runtime.
-fn ready_data(body: Full<Bytes>) -> Bytes {
+/// The bytes of a body that is ready at once (a `WebhookBody`), without a runtime.
+fn ready_data(body: WebhookBody) -> Bytes {
     use http_body::Body;
     let mut body = std::pin::pin!(body);
     let mut context = std::task::Context::from_waker(std::task::Waker::noop());

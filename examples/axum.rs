@@ -72,6 +72,7 @@ pub async fn webhook_layer(
 
 /// What the store `url` gives the app: the layer, the purge task (SQL stores), and the
 /// payments table (SQL stores).
+#[derive(Debug)]
 pub struct Webhooks {
     /// The layer over the store.
     pub layer: SanghoWebhookLayer,
@@ -135,7 +136,7 @@ pub async fn webhooks(secret: Secret, url: &str) -> Result<Webhooks, Box<dyn Err
 
 /// The `payments` table, in the database of the SQL store the layer runs on (the same store
 /// value: its `complete_in` joins the handler's transaction).
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub enum Payments {
     /// On the SQLite store's file.
     Sqlite(SqliteStore),
@@ -309,6 +310,17 @@ pub struct Config {
     pub address: SocketAddr,
     /// `SANGHO_STORE_URL`.
     pub store_url: String,
+}
+
+/// Shows the store URL as logged: without its password.
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("secret", &self.secret)
+            .field("address", &self.address)
+            .field("store_url", &loggable_url(&self.store_url))
+            .finish()
+    }
 }
 
 impl Config {

@@ -82,8 +82,9 @@ fn json(status: StatusCode, body: &'static str) -> Response<Full<Bytes>> {
 }
 
 /// The whole application as one service: `POST /webhooks/sangho` goes through `layer` to
-/// `handler`; other paths get 404, other methods on the webhook path 405.
-pub fn app<H>(
+/// `handler`; other paths get 404, other methods on the webhook path 405. The handler answers
+/// with any body of bytes that cannot fail (this example's [`handle`] answers a `Full`).
+pub fn app<H, B>(
     layer: SanghoWebhookLayer,
     handler: H,
 ) -> impl Service<
@@ -95,11 +96,12 @@ pub fn app<H>(
 + Send
 + 'static
 where
-    H: Service<Request<WebhookBody>, Response = Response<Full<Bytes>>, Error = Infallible>
+    H: Service<Request<WebhookBody>, Response = Response<B>, Error = Infallible>
         + Clone
         + Send
         + 'static,
     H::Future: Send,
+    B: http_body::Body<Data = Bytes, Error = Infallible> + Send + Sync + 'static,
 {
     let webhook = layer.layer(handler);
     tower_service_fn(move |request: Request<Incoming>| {

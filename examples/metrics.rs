@@ -82,7 +82,9 @@ pub fn with_metrics(app: Router, metrics: PrometheusHandle) -> Router {
 /// Counts the delivery a response answers, if it carries an [`Outcome`] (other routes' do not).
 pub async fn count_outcome(response: Response) -> Response {
     match response.extensions().get::<Outcome>() {
-        Some(Outcome::Refused(kind)) => {
+        // Refusals by reason; a 409 and a 503 have codes of their own, `in_flight` and
+        // `store_unavailable`.
+        Some(&outcome @ Outcome::Refused(kind)) if outcome.code() == "refused" => {
             counter!(DELIVERIES, "outcome" => "refused", "reason" => kind.code()).increment(1);
         }
         Some(outcome) => counter!(DELIVERIES, "outcome" => outcome.code()).increment(1),
@@ -100,6 +102,7 @@ fn render(metrics: &PrometheusHandle) -> impl IntoResponse + use<> {
 
 /// Counts the deliveries that ended without a response (`outcome` = `hung_up` or
 /// `handler_error` in the layer's `warn` events) under [`DELIVERIES`].
+#[derive(Debug)]
 pub struct UnansweredDeliveries;
 
 impl UnansweredDeliveries {

@@ -14,7 +14,8 @@ use http_body_util::Full;
 use pin_project_lite::pin_project;
 
 /// The body of a request that reaches the handler: the verified bytes, exactly as sent, in one
-/// frame. Read it like any [`http_body::Body`], or take the bytes directly.
+/// frame. Read it like any [`http_body::Body`], or take the bytes directly. The test kit
+/// (feature `test-util`) builds its requests and answers with it too.
 ///
 /// ```
 /// use http_body_util::BodyExt;

@@ -113,10 +113,11 @@ where
                     event_id = event.id(),
                     event_type = event.event_type(),
                     expected = std::any::type_name::<T>(),
-                    %error,
+                    error = %error.json(),
                     "the event's data.object does not fit the handler's type; answering 500"
                 );
                 let expected = std::any::type_name::<T>();
+                let error = error.json();
                 Err(EventRejection::DataMismatch(format!("{expected}: {error}")))
             }
         }

@@ -9,7 +9,12 @@ use http_body_util::Full;
 use crate::{event::EventError, signature::SignatureError};
 
 /// Why the layer answered a delivery itself. Every kind has a status code and a short
-/// machine-readable code, sent as `{"error":"<code>"}`.
+/// machine-readable code, sent as `{"error":"<code>"}`. The kinds are every answer the layer
+/// gives through a [`Rejection`] (and so through
+/// [`with_rejection_response`](crate::SanghoWebhookLayerBuilder::with_rejection_response)):
+/// the verification failures, and the two answers that ask the provider to retry later (409
+/// and 503). The delivery's [`Outcome`](crate::Outcome) is
+/// [`Outcome::Refused`](crate::Outcome::Refused) with the same kind.
 ///
 /// | kind | status | code |
 /// | --- | --- | --- |

@@ -23,7 +23,7 @@ async fn handler(_: Request<WebhookBody>) -> Result<Response<Full<Bytes>>, Infal
     ))))
 }
 
-fn request(id: &str) -> Request<Full<Bytes>> {
+fn request(id: &str) -> Request<WebhookBody> {
     let body = fixtures::sized_event_body(id, TYPE, 2048);
     Delivery::body(body)
         .signed(&secret(), fixtures::NOW)

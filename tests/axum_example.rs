@@ -23,6 +23,7 @@ use example_process::{ExampleProcess, read_answer, send_raw};
 use http::{Request, StatusCode, header};
 use http_body_util::Full;
 use sangho_webhook::{
+    WebhookBody,
     signature::Secret,
     store::MokaStore,
     testing::{Delivery, conformance::unique_event_id, fixtures, send},
@@ -241,7 +242,7 @@ fn postgres_url() -> String {
 }
 
 /// A `payment_intent.succeeded` for `id`, signed now (the example runs at the real clock).
-fn payment(id: &str) -> Request<Full<bytes::Bytes>> {
+fn payment(id: &str) -> Request<WebhookBody> {
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()

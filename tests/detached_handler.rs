@@ -15,13 +15,12 @@ use std::{
 };
 
 use axum::{Router, routing::post};
-use bytes::Bytes;
 use common::{FaultyStore, TYPE, builder, secret};
 use http::{Request, StatusCode};
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
 use hyper_util::{client::legacy::Client, rt::TokioExecutor};
 use sangho_webhook::{
-    SanghoWebhookLayer,
+    SanghoWebhookLayer, WebhookBody,
     store::MokaStore,
     testing::{CountingHandler, Delivery, fixtures, send},
 };
@@ -29,7 +28,7 @@ use tower::Layer;
 
 const SECOND: Duration = Duration::from_secs(1);
 
-fn delivery(id: &str) -> Request<Full<Bytes>> {
+fn delivery(id: &str) -> Request<WebhookBody> {
     Delivery::event(id, TYPE)
         .signed(&secret(), fixtures::NOW)
         .into_request()
@@ -64,7 +63,7 @@ async fn serve(webhooks: SanghoWebhookLayer, handler: Router) -> SocketAddr {
 /// POSTs `request` to `address`; `None` when the client gave up after `patience`.
 async fn post_to(
     address: SocketAddr,
-    request: Request<Full<Bytes>>,
+    request: Request<WebhookBody>,
     patience: Duration,
 ) -> Option<StatusCode> {
     let client = Client::builder(TokioExecutor::new()).build_http();

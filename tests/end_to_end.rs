@@ -14,10 +14,10 @@ use axum::{Extension, Json, Router, routing::post};
 use bytes::Bytes;
 use common::{TYPE, layer, secret};
 use http::{Request, StatusCode};
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
 use hyper_util::{client::legacy::Client, rt::TokioExecutor};
 use sangho_webhook::{
-    SanghoEvent,
+    SanghoEvent, WebhookBody,
     store::MokaStore,
     testing::{Delivery, fixtures},
 };
@@ -43,7 +43,7 @@ async fn serve() -> (SocketAddr, Arc<AtomicUsize>) {
     (address, calls)
 }
 
-async fn post_to(address: SocketAddr, request: Request<Full<Bytes>>) -> (StatusCode, Value) {
+async fn post_to(address: SocketAddr, request: Request<WebhookBody>) -> (StatusCode, Value) {
     let client = Client::builder(TokioExecutor::new()).build_http();
     let (mut parts, body) = request.into_parts();
     parts.uri = format!("http://{address}{}", parts.uri).parse().unwrap();

@@ -12,12 +12,11 @@ mod example_process;
 
 use std::net::SocketAddr;
 
-use bytes::Bytes;
 use http::{Method, Request, StatusCode};
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
 use hyper_util::{client::legacy::Client, rt::TokioExecutor};
 use sangho_webhook::{
-    SanghoWebhookLayer,
+    SanghoWebhookLayer, WebhookBody,
     signature::Secret,
     store::MokaStore,
     testing::{CountingHandler, Delivery, fixtures},
@@ -71,8 +70,8 @@ where
     Server { addr, stop, task }
 }
 
-async fn send(addr: SocketAddr, request: Request<Full<Bytes>>) -> (StatusCode, String) {
-    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+async fn send(addr: SocketAddr, request: Request<WebhookBody>) -> (StatusCode, String) {
+    let client = Client::builder(TokioExecutor::new()).build_http::<WebhookBody>();
     let (mut parts, body) = request.into_parts();
     parts.uri = format!("http://{addr}{}", parts.uri).parse().unwrap();
     let response = client

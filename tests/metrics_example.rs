@@ -21,6 +21,7 @@ use http::{Request, StatusCode, header};
 use http_body_util::Full;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusRecorder};
 use sangho_webhook::{
+    WebhookBody,
     signature::Secret,
     store::MokaStore,
     testing::{Delivery, fixtures, send},
@@ -43,7 +44,7 @@ fn app(store: Arc<MokaStore>, recorder: &PrometheusRecorder) -> Router {
     example::with_metrics(example::server::app(layer(store)), recorder.handle())
 }
 
-fn delivery(id: &str) -> Request<Full<bytes::Bytes>> {
+fn delivery(id: &str) -> Request<WebhookBody> {
     Delivery::event(id, TYPE)
         .signed(&secret(), fixtures::NOW)
         .into_request()

@@ -50,7 +50,7 @@ async fn a_concurrent_delivery_is_in_flight() {
     });
     tokio::time::sleep(Duration::from_millis(100)).await;
     let answer = send(&service, delivery("evt_o3").into_request()).await;
-    assert_eq!(outcome(&answer), Outcome::InFlight);
+    assert_eq!(outcome(&answer), Outcome::Refused(RejectionKind::InFlight));
     first.await.unwrap();
 }
 
@@ -69,7 +69,10 @@ async fn a_bad_signature_is_refused_with_its_kind() {
 async fn a_store_failure_is_store_unavailable() {
     let service = layer(FaultyStore::down()).layer(CountingHandler::new());
     let answer = send(&service, delivery("evt_o5").into_request()).await;
-    assert_eq!(outcome(&answer), Outcome::StoreUnavailable);
+    assert_eq!(
+        outcome(&answer),
+        Outcome::Refused(RejectionKind::StoreUnavailable)
+    );
 }
 
 #[tokio::test]

@@ -75,6 +75,59 @@ pub enum EventError {
     InvalidType,
 }
 
+/// Why the event's JSON does not deserialize into the type asked for, from
+/// [`SanghoEvent::data_object`] or [`SanghoEvent::deserialize`]. The JSON error, with its line
+/// and column, is the [`source`](std::error::Error::source).
+///
+/// ```
+/// use std::error::Error;
+///
+/// use sangho_webhook::SanghoEvent;
+///
+/// let body = r#"{"id":"evt_1","type":"charge.succeeded","data":{"object":{"amount":"5"}}}"#;
+/// let event = SanghoEvent::parse(body.into()).unwrap();
+/// let error = event.data_object::<std::collections::HashMap<String, u64>>().unwrap_err();
+/// assert!(error.source().is_some());
+/// ```
+#[derive(Debug)]
+pub struct DeserializeError {
+    part: &'static str,
+    target: &'static str,
+    source: serde_json::Error,
+}
+
+impl DeserializeError {
+    fn new<T>(part: &'static str, source: serde_json::Error) -> Self {
+        Self {
+            part,
+            target: std::any::type_name::<T>(),
+            source,
+        }
+    }
+
+    /// The JSON error alone (the extractor's answer names it as it did).
+    #[cfg(feature = "axum")]
+    pub(crate) fn json(&self) -> &serde_json::Error {
+        &self.source
+    }
+}
+
+impl fmt::Display for DeserializeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "the event's {} does not deserialize into `{}`",
+            self.part, self.target
+        )
+    }
+}
+
+impl std::error::Error for DeserializeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.source)
+    }
+}
+
 #[derive(Deserialize)]
 struct Envelope<T> {
     data: Data<T>,
@@ -195,13 +248,23 @@ impl SanghoEvent {
     /// let event = SanghoEvent::parse(body.into()).unwrap();
     /// assert_eq!(event.data_object::<Charge>().unwrap().amount, 500);
     /// ```
-    pub fn data_object<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
-        serde_json::from_slice::<Envelope<T>>(&self.raw).map(|envelope| envelope.data.object)
+    ///
+    /// # Errors
+    ///
+    /// A [`DeserializeError`] when the body has no `data.object` or it does not fit `T`.
+    pub fn data_object<T: DeserializeOwned>(&self) -> Result<T, DeserializeError> {
+        serde_json::from_slice::<Envelope<T>>(&self.raw)
+            .map(|envelope| envelope.data.object)
+            .map_err(|error| DeserializeError::new::<T>("data.object", error))
     }
 
     /// Deserializes the whole body into a type of the handler's.
-    pub fn deserialize<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
-        serde_json::from_slice(&self.raw)
+    ///
+    /// # Errors
+    ///
+    /// A [`DeserializeError`] when the body does not fit `T`.
+    pub fn deserialize<T: DeserializeOwned>(&self) -> Result<T, DeserializeError> {
+        serde_json::from_slice(&self.raw).map_err(|error| DeserializeError::new::<T>("body", error))
     }
 }
 
@@ -384,5 +447,25 @@ mod tests {
         assert_eq!(event.data_object::<Object>().unwrap().amount, 5);
         let event = parse(r#"{"id":"e","type":"t"}"#).unwrap();
         assert!(event.data_object::<Object>().is_err());
+    }
+
+    #[test]
+    fn a_deserialize_error_names_the_part_and_keeps_the_json_error_as_its_source() {
+        use std::error::Error as _;
+
+        let event = parse(r#"{"id":"e","type":"t","data":{"object":{"amount":"5"}}}"#).unwrap();
+        let error = event.data_object::<u64>().unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "the event's data.object does not deserialize into `u64`"
+        );
+        let source = error.source().expect("the JSON error");
+        assert!(source.downcast_ref::<serde_json::Error>().is_some());
+        let error = event.deserialize::<u64>().unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "the event's body does not deserialize into `u64`"
+        );
+        assert!(error.source().is_some());
     }
 }

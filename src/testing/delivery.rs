@@ -1,8 +1,7 @@
 use bytes::Bytes;
 use http::{Method, Request, header};
-use http_body_util::Full;
 
-use crate::{EVENT_ID_HEADER, SIGNATURE_HEADER, signature::Secret, testing::fixtures};
+use crate::{EVENT_ID_HEADER, SIGNATURE_HEADER, WebhookBody, signature::Secret, testing::fixtures};
 
 /// Builds a webhook delivery as the provider sends it, or spoiled in one precise way.
 ///
@@ -78,7 +77,7 @@ impl Delivery {
     /// # Panics
     ///
     /// If a header given to the builder is not a valid header value (a test bug).
-    pub fn into_request(self) -> Request<Full<Bytes>> {
+    pub fn into_request(self) -> Request<WebhookBody> {
         let mut builder = Request::builder()
             .method(Method::POST)
             .uri(self.uri)
@@ -91,7 +90,7 @@ impl Delivery {
             builder = builder.header(EVENT_ID_HEADER, id);
         }
         builder
-            .body(Full::new(self.body))
+            .body(WebhookBody::new(self.body))
             .expect("a delivery's parts are valid header values")
     }
 }

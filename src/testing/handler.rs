@@ -10,12 +10,10 @@ use std::{
     time::Duration,
 };
 
-use bytes::Bytes;
 use http::{Request, Response, StatusCode};
-use http_body_util::Full;
 use tower_service::Service;
 
-use crate::SanghoEvent;
+use crate::{SanghoEvent, WebhookBody};
 
 /// A handler for tests: counts its calls, checks that the layer handed it a [`SanghoEvent`],
 /// optionally takes its time (so that deliveries overlap), and answers a fixed status.
@@ -72,7 +70,7 @@ impl Default for CountingHandler {
 }
 
 impl<B> Service<Request<B>> for CountingHandler {
-    type Response = Response<Full<Bytes>>;
+    type Response = Response<WebhookBody>;
     type Error = Infallible;
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send>>;
 
@@ -91,7 +89,7 @@ impl<B> Service<Request<B>> for CountingHandler {
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;
             }
-            let mut response = Response::new(Full::new(Bytes::from_static(b"{\"received\":true}")));
+            let mut response = Response::new(WebhookBody::from_static(b"{\"received\":true}"));
             *response.status_mut() = status;
             Ok(response)
         })

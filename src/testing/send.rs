@@ -3,7 +3,7 @@ use std::fmt::Debug;
 use bytes::Bytes;
 use http::{HeaderMap, Request, Response, StatusCode, header};
 use http_body::Body;
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
 use tower_service::Service;
 
 /// What came back from one request sent with [`send`]: its parts and its whole body.
@@ -69,9 +69,9 @@ impl Answer {
 /// # Panics
 ///
 /// If the service fails to become ready, answers an error, or its body fails.
-pub async fn send<S, B>(service: &S, request: Request<Full<Bytes>>) -> Answer
+pub async fn send<S, ReqBody, B>(service: &S, request: Request<ReqBody>) -> Answer
 where
-    S: Service<Request<Full<Bytes>>, Response = Response<B>> + Clone,
+    S: Service<Request<ReqBody>, Response = Response<B>> + Clone,
     S::Error: Debug,
     B: Body,
     B::Error: Debug,

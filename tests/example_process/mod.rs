@@ -206,7 +206,7 @@ fn strip_colours(text: &str) -> String {
 /// to hang up (drop it).
 pub async fn send_raw(
     address: SocketAddr,
-    request: http::Request<http_body_util::Full<bytes::Bytes>>,
+    request: http::Request<sangho_webhook::WebhookBody>,
 ) -> std::net::TcpStream {
     use http_body_util::BodyExt as _;
     use std::io::Write as _;

@@ -8,9 +8,6 @@
 //!
 //! Run it with `cargo run --example tonic` from the workspace root (see `examples/tonic.rs`).
 
-#![deny(missing_docs)]
-#![forbid(unsafe_code)]
-
 use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::{Json, Router, extract::State, routing::post};

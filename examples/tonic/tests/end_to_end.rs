@@ -8,7 +8,7 @@ use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper_util::{client::legacy::Client, rt::TokioExecutor};
 use sangho_webhook::{
-    SanghoWebhookLayer,
+    SanghoWebhookLayer, WebhookBody,
     signature::Secret,
     store::MokaStore,
     testing::{Delivery, fixtures},
@@ -43,7 +43,7 @@ async fn start() -> Server {
 }
 
 async fn post(addr: SocketAddr, delivery: Delivery) -> (StatusCode, String) {
-    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    let client = Client::builder(TokioExecutor::new()).build_http::<WebhookBody>();
     let request = delivery.into_request();
     let (mut parts, body) = request.into_parts();
     parts.uri = format!("http://{addr}{}", parts.uri).parse().unwrap();

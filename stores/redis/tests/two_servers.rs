@@ -6,16 +6,14 @@ mod common;
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use axum::Router;
-use bytes::Bytes;
 use common::{PrefixCleanup, redis_url, unique_prefix};
 use http::StatusCode;
-use http_body_util::Full;
 use hyper_util::{
     client::legacy::{Client, connect::HttpConnector},
     rt::TokioExecutor,
 };
 use sangho_webhook::{
-    SanghoWebhookLayer,
+    SanghoWebhookLayer, WebhookBody,
     signature::Secret,
     testing::{CountingHandler, Delivery, conformance::unique_event_id, fixtures},
 };
@@ -47,7 +45,7 @@ async fn start_server(prefix: &str, handler: CountingHandler) -> SocketAddr {
 }
 
 async fn post(
-    client: &Client<HttpConnector, Full<Bytes>>,
+    client: &Client<HttpConnector, WebhookBody>,
     address: SocketAddr,
     delivery: Delivery,
 ) -> StatusCode {
@@ -73,7 +71,7 @@ async fn two_servers_sharing_one_redis_process_an_event_once() {
         start_server(&prefix, handler.clone()).await,
         start_server(&prefix, handler.clone()).await,
     ];
-    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    let client = Client::builder(TokioExecutor::new()).build_http::<WebhookBody>();
     let secret = Secret::new(fixtures::SECRET).expect("the fixture secret is not empty");
     let delivery = Delivery::event(&unique_event_id("twoserver"), "payment_intent.succeeded")
         .signed(&secret, fixtures::NOW);

@@ -11,12 +11,12 @@ mod common;
 use std::{net::SocketAddr, str::FromStr, sync::Arc, time::Duration};
 
 use axum::Router;
-use bytes::Bytes;
 use common::{TYPE, bodies, layer, postgres_store, postgres_store_on, secret};
 use http::{Request, StatusCode};
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
 use hyper_util::{client::legacy::Client, rt::TokioExecutor};
 use sangho_webhook::{
+    WebhookBody,
     store::{Claim, Claimant, Completion, Renewal, StoreError},
     testing::{CountingHandler, Delivery, conformance::unique_event_id, fixtures},
 };
@@ -247,7 +247,7 @@ async fn two_servers_sharing_one_database_process_an_event_once() {
         serve(&table, handler.clone()).await,
         serve(&table, handler.clone()).await,
     ];
-    let client = Client::builder(TokioExecutor::new()).build_http::<Full<Bytes>>();
+    let client = Client::builder(TokioExecutor::new()).build_http::<WebhookBody>();
     let id = unique_event_id("servers");
     let delivery = Delivery::event(&id, TYPE).signed(&secret(), fixtures::NOW);
 
@@ -293,7 +293,7 @@ async fn two_servers_sharing_one_database_process_an_event_once() {
 }
 
 /// `request` addressed to `server`.
-fn to(server: SocketAddr, request: Request<Full<Bytes>>) -> Request<Full<Bytes>> {
+fn to(server: SocketAddr, request: Request<WebhookBody>) -> Request<WebhookBody> {
     let (mut parts, body) = request.into_parts();
     parts.uri = format!("http://{server}{}", parts.uri).parse().unwrap();
     Request::from_parts(parts, body)

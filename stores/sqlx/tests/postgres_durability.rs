@@ -200,10 +200,8 @@ fn signal(pid: i32, signal: &str) {
 /// A delivery through `service`, with a bound.
 async fn deliver<S, B>(service: &S, id: &str) -> http::StatusCode
 where
-    S: tower::Service<
-            http::Request<http_body_util::Full<bytes::Bytes>>,
-            Response = http::Response<B>,
-        > + Clone,
+    S: tower::Service<http::Request<sangho_webhook::WebhookBody>, Response = http::Response<B>>
+        + Clone,
     S::Error: std::fmt::Debug,
     B: http_body::Body,
     B::Error: std::fmt::Debug,

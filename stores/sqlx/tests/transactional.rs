@@ -128,10 +128,8 @@ fn layer(store: impl IdempotencyStore, lease: Duration) -> SanghoWebhookLayer {
 /// Delivers `event` through `service`.
 async fn deliver<S, B>(service: &S, event: &str) -> Answer
 where
-    S: tower::Service<
-            http::Request<http_body_util::Full<bytes::Bytes>>,
-            Response = http::Response<B>,
-        > + Clone,
+    S: tower::Service<http::Request<sangho_webhook::WebhookBody>, Response = http::Response<B>>
+        + Clone,
     S::Error: std::fmt::Debug,
     B: http_body::Body,
     B::Error: std::fmt::Debug,
