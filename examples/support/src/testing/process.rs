@@ -1,46 +1,32 @@
 //! An example's server as a process of its own, for the tests of what only a process shows:
 //! signals, the exit status, what it logs.
 //!
-//! The process is this test binary run again, running only its test [`ENTRY`] with [`CHILD`]
-//! set: that test then runs the example's `main` (compiled into the test binary with the rest of
-//! the example's file) and exits with its status. Everywhere else [`ENTRY`] does nothing.
+//! The process is the example's binary, as `cargo run` runs it; an integration test of the
+//! example's crate finds it in `CARGO_BIN_EXE_<name>`:
 //!
-//! ```ignore
-//! #[test]
-//! #[ignore = "the example's process, started by the tests that need one"]
-//! fn example_process() {
-//!     example_process::run_if_child(example::main);
-//! }
+//! ```no_run
+//! # async fn example() {
+//! use sangho_examples_support::testing::ExampleProcess;
+//!
+//! let mut example = ExampleProcess::start(
+//!     "target/debug/sangho-example-axum", // env!("CARGO_BIN_EXE_sangho-example-axum")
+//!     &[("SANGHO_STORE_URL", "memory:")],
+//! );
+//! let address = example.wait_listening().await;
+//! example.signal("TERM");
+//! # }
 //! ```
-
-#![allow(dead_code)]
 
 use std::{
     io::{BufRead, BufReader, Read},
     net::SocketAddr,
-    process::{Child, Command, ExitCode, ExitStatus, Stdio},
+    process::{Child, Command, ExitStatus, Stdio},
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
-/// The name of the test that runs the example's `main` in the child process.
-pub const ENTRY: &str = "example_process";
-
-/// Set only in the child process.
-const CHILD: &str = "SANGHO_EXAMPLE_PROCESS";
-
 /// How long the example gets to start listening.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// In the child process: runs the example's `main` and exits with its status (0 for success,
-/// 1 otherwise). In the test process: does nothing.
-pub fn run_if_child(main: fn() -> ExitCode) {
-    if std::env::var_os(CHILD).is_none() {
-        return;
-    }
-    let status = main();
-    std::process::exit(if status == ExitCode::SUCCESS { 0 } else { 1 });
-}
 
 /// The example's running process, killed when dropped.
 pub struct ExampleProcess {
@@ -49,19 +35,12 @@ pub struct ExampleProcess {
 }
 
 impl ExampleProcess {
-    /// Starts the example with `env` (over `SANGHO_WEBHOOK_ADDR=127.0.0.1:0`, the default log
-    /// filter, no colours and nothing else of the test's `SANGHO_*` or `RUST_LOG` settings).
-    pub fn start(env: &[(&str, &str)]) -> Self {
-        let mut command = Command::new(std::env::current_exe().expect("the test binary"));
+    /// Starts the example's binary `program` with `env` (over
+    /// `SANGHO_WEBHOOK_ADDR=127.0.0.1:0`, the default log filter, no colours and nothing else
+    /// of the test's `SANGHO_*` or `RUST_LOG` settings).
+    pub fn start(program: &str, env: &[(&str, &str)]) -> Self {
+        let mut command = Command::new(program);
         command
-            .args([
-                "--exact",
-                ENTRY,
-                "--include-ignored",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(CHILD, "1")
             .env("SANGHO_WEBHOOK_ADDR", "127.0.0.1:0")
             .env("NO_COLOR", "1")
             .env_remove("RUST_LOG")
