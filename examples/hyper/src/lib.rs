@@ -8,46 +8,29 @@
 //! webhook handlers still running (those whose provider hung up included), and exits 0.
 //!
 //! ```text
-//! SANGHO_WEBHOOK_SECRET=whsec_... cargo run --example hyper
+//! SANGHO_WEBHOOK_SECRET=whsec_... cargo run -p sangho-example-hyper
 //! ```
 //!
-//! Environment:
-//!
-//! - `SANGHO_WEBHOOK_SECRET`: the endpoint secret. Unset: the development secret
-//!   `whsec_development_only`, with a warning.
-//! - `SANGHO_WEBHOOK_ADDR`: the address to listen on, `127.0.0.1:3000` by default.
-//! - `SANGHO_STORE_URL`: the idempotency store; this example knows `memory:` (the default).
-//!   The axum example (`cargo run --example axum`) shows the SQL and Redis stores.
+//! The binary (`src/main.rs`) reads the settings every example reads; of the stores, this
+//! example knows `memory:` (the default). The main example (`cargo run -p sangho-example-axum`)
+//! shows the SQL and Redis stores.
 
-use std::{
-    convert::Infallible, future::Future, net::SocketAddr, process::ExitCode, time::Duration,
-};
+use std::{convert::Infallible, future::Future, time::Duration};
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::{BodyExt, Full, combinators::BoxBody};
 use hyper::{body::Incoming, server::conn::http1, service::service_fn};
 use hyper_util::rt::TokioIo;
-use sangho_webhook::{
-    SanghoEvent, SanghoWebhookLayer, WebhookBody, signature::Secret, store::MokaStore,
-};
+use sangho_webhook::{SanghoEvent, SanghoWebhookLayer, WebhookBody};
 use tokio::{net::TcpListener, sync::watch, task::JoinSet};
 use tower::{Layer, Service, ServiceExt, service_fn as tower_service_fn};
-
-#[path = "support/shutdown.rs"]
-mod shutdown;
-pub use shutdown::{drain, shutdown_signal};
 
 /// The path the provider posts to.
 pub const WEBHOOK_PATH: &str = "/webhooks/sangho";
 
-/// The secret used when `SANGHO_WEBHOOK_SECRET` is unset. Never use it in production.
-pub const DEVELOPMENT_SECRET: &str = "whsec_development_only";
-
 /// How long the requests in progress get to finish once the shutdown has begun.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// The response body of every route.
 pub type Body = BoxBody<Bytes, Infallible>;
@@ -184,73 +167,4 @@ where
         connections.shutdown().await;
     }
     Ok(())
-}
-
-/// The layer from the environment (`SANGHO_WEBHOOK_SECRET`, `SANGHO_STORE_URL`).
-pub fn layer_from_env() -> Result<SanghoWebhookLayer, BoxError> {
-    let secret = match std::env::var("SANGHO_WEBHOOK_SECRET") {
-        Ok(secret) => secret,
-        Err(_) => {
-            tracing::warn!(
-                "SANGHO_WEBHOOK_SECRET is not set: using the development secret {DEVELOPMENT_SECRET:?}. \
-                 Anybody can sign webhooks with it; never run like this in production."
-            );
-            DEVELOPMENT_SECRET.to_owned()
-        }
-    };
-    let store = match std::env::var("SANGHO_STORE_URL").as_deref() {
-        Err(_) | Ok("" | "memory:") => MokaStore::new(),
-        Ok(other) => {
-            return Err(format!(
-                "SANGHO_STORE_URL={other:?}: this example knows `memory:` only; \
-                 see `cargo run --example axum` for the SQL and Redis stores"
-            )
-            .into());
-        }
-    };
-    tracing::warn!(
-        "using the in-memory store: it forgets processed events on restart and is not shared \
-         between replicas"
-    );
-    let secret = Secret::new(secret).map_err(|error| format!("SANGHO_WEBHOOK_SECRET: {error}"))?;
-    Ok(SanghoWebhookLayer::new(secret, store))
-}
-
-/// Serves until SIGTERM or Ctrl-C; exits 0 once every delivery in progress has finished.
-/// (Public so that the example's tests can run it as a process of its own.)
-#[tokio::main]
-pub async fn main() -> ExitCode {
-    match run().await {
-        Ok(status) => status,
-        Err(error) => {
-            eprintln!("error: {error}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-async fn run() -> Result<ExitCode, BoxError> {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,sangho_webhook=debug".into()),
-        )
-        .init();
-
-    let shutdown = shutdown_signal()?;
-    let layer = layer_from_env()?;
-    let addr: SocketAddr = std::env::var("SANGHO_WEBHOOK_ADDR")
-        .unwrap_or_else(|_| "127.0.0.1:3000".to_owned())
-        .parse()?;
-    let listener = TcpListener::bind(addr).await?;
-    let address = listener.local_addr()?;
-    tracing::info!(%address, "listening on POST {WEBHOOK_PATH}");
-
-    serve(
-        listener,
-        app(layer.clone(), tower_service_fn(handle)),
-        shutdown,
-    )
-    .await?;
-    Ok(drain(&layer).await)
 }

@@ -1,14 +1,8 @@
-//! `examples/hyper.rs` through a real server and a real HTTP client (hyper-util's), and its
+//! The hyper example through a real server and a real HTTP client (hyper-util's), and its
 //! process stopped by SIGTERM.
 //!
-//! The example's file is compiled into this test, so what is tested is what users read; the
-//! process test runs its `main` in a process of its own (see `example_process`).
-
-#[allow(dead_code)]
-#[path = "../examples/hyper.rs"]
-mod example;
-
-mod example_process;
+//! The process test runs the example's binary, as `cargo run -p sangho-example-hyper` does (see
+//! `ExampleProcess`).
 
 use std::net::SocketAddr;
 
@@ -16,6 +10,8 @@ use bytes::Bytes;
 use http::{Method, Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper_util::{client::legacy::Client, rt::TokioExecutor};
+use sangho_example_hyper as example;
+use sangho_examples_support::testing::{ExampleProcess, read_answer, send_raw};
 use sangho_webhook::{
     SanghoWebhookLayer,
     signature::Secret,
@@ -24,12 +20,8 @@ use sangho_webhook::{
 };
 use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
 
-/// The example's process (see `example_process`): runs its `main`.
-#[test]
-#[ignore = "the example's process, started by the tests that need one"]
-fn example_process() {
-    example_process::run_if_child(example::main);
-}
+/// The example's binary.
+const EXAMPLE: &str = env!("CARGO_BIN_EXE_sangho-example-hyper");
 
 struct Server {
     addr: SocketAddr,
@@ -178,7 +170,7 @@ async fn shutdown_lets_a_request_in_progress_finish() {
 #[tokio::test]
 async fn sigterm_stops_the_example_with_exit_status_0() {
     let mut example =
-        example_process::ExampleProcess::start(&[("SANGHO_WEBHOOK_SECRET", fixtures::SECRET)]);
+        ExampleProcess::start(EXAMPLE, &[("SANGHO_WEBHOOK_SECRET", fixtures::SECRET)]);
     let address = example.wait_listening().await;
     // Serving: a delivery signed now (the process runs at the real clock) is processed.
     let now = std::time::SystemTime::now()
@@ -187,8 +179,8 @@ async fn sigterm_stops_the_example_with_exit_status_0() {
         .as_secs() as i64;
     let delivery = Delivery::event("evt_hyper_process", "payment_intent.succeeded")
         .signed(&Secret::new(fixtures::SECRET).unwrap(), now);
-    let connection = example_process::send_raw(address, delivery.into_request()).await;
-    let (status, body) = example_process::read_answer(connection).await;
+    let connection = send_raw(address, delivery.into_request()).await;
+    let (status, body) = read_answer(connection).await;
     assert_eq!(status, StatusCode::OK, "{body}");
 
     example.signal("TERM");

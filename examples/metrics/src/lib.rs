@@ -2,11 +2,11 @@
 //! `GET /metrics`.
 //!
 //! ```sh
-//! cargo run --example metrics
+//! cargo run -p sangho-example-metrics
 //! curl -s http://127.0.0.1:3000/metrics
 //! ```
 //!
-//! It reads the same variables as `examples/axum.rs` (`SANGHO_WEBHOOK_SECRET`,
+//! It reads the same variables as the main example (`SANGHO_WEBHOOK_SECRET`,
 //! `SANGHO_WEBHOOK_ADDR`, `SANGHO_STORE_URL`) and serves the same routes, plus `/metrics`:
 //!
 //! ```text
@@ -35,8 +35,6 @@
 //! traces and metrics go to an OTLP collector; its Rust crates still change their API between
 //! minor versions.)
 
-use std::{error::Error, process::ExitCode, time::Duration};
-
 use axum::{
     Router,
     http::header,
@@ -45,18 +43,13 @@ use axum::{
     routing::get,
 };
 use metrics::{Unit, counter, describe_counter};
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::PrometheusHandle;
 use sangho_webhook::Outcome;
 use tracing::{
     Level, Subscriber,
     field::{Field, Visit},
 };
-use tracing_subscriber::{Layer, filter::Targets, layer::Context, prelude::*};
-
-/// The axum example's server: its app, store choice and serving.
-#[allow(dead_code)]
-#[path = "axum.rs"]
-pub mod server;
+use tracing_subscriber::{Layer, filter::Targets, layer::Context};
 
 /// The counter of deliveries, labelled by `outcome` (and `reason`, for refusals).
 pub const DELIVERIES: &str = "sangho_webhook_deliveries_total";
@@ -138,43 +131,4 @@ impl Visit for OutcomeField {
     }
 
     fn record_debug(&mut self, _: &Field, _: &dyn std::fmt::Debug) {}
-}
-
-/// Serves until SIGTERM or Ctrl-C, as the axum example does. (Public so that the example's
-/// tests can run it as a process of its own.)
-#[tokio::main]
-pub async fn main() -> ExitCode {
-    match run().await {
-        Ok(status) => status,
-        Err(error) => {
-            eprintln!("error: {error}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
-async fn run() -> Result<ExitCode, Box<dyn Error>> {
-    // The log filter applies to the printed logs only: the counting layer sees its events
-    // even under RUST_LOG=error.
-    tracing_subscriber::registry()
-        .with(tracing_subscriber::fmt::layer().with_filter(server::log_filter()))
-        .with(UnansweredDeliveries::layer())
-        .init();
-    let metrics = PrometheusBuilder::new().install_recorder()?;
-    describe();
-    // The exporter leaves upkeep (draining histograms) to its user; cheap, and harmless here.
-    let upkeep = metrics.clone();
-    tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(Duration::from_secs(5)).await;
-            upkeep.run_upkeep();
-        }
-    });
-
-    let config = server::Config::from_env()?;
-    let shutdown = server::shutdown_signal()?;
-    let (webhooks, purge) = server::webhook_layer(config.secret.clone(), &config.store_url).await?;
-    let app = with_metrics(server::app(webhooks.clone()), metrics);
-    server::serve(app, &config, shutdown).await?;
-    Ok(server::finish(&webhooks, purge).await)
 }

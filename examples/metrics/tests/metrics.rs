@@ -1,38 +1,32 @@
-//! `examples/metrics.rs`: deliveries of several outcomes, then `GET /metrics` shows them counted.
+//! The metrics example: deliveries of several outcomes, then `GET /metrics` shows them counted.
 //!
 //! Each test records into its own Prometheus recorder, set as this thread's default (the
 //! global recorder can be set only once per process); `#[tokio::test]` runs every task on the
 //! test's thread.
 //!
-//! The example's file is compiled into this test, so what is tested is what users run.
-
-#[allow(dead_code)]
-#[path = "../examples/metrics.rs"]
-mod example;
-
-mod common;
-mod example_process;
+//! The process test runs the example's binary, as `cargo run -p sangho-example-metrics` does.
 
 use std::{sync::Arc, time::Duration};
 
 use axum::{Router, routing::post};
-use common::{FaultyStore, TYPE, layer, peek, secret};
 use http::{Request, StatusCode, header};
 use http_body_util::Full;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusRecorder};
+use sangho_example_metrics as example;
+use sangho_examples_support::testing::{ExampleProcess, SpyStore, layer, peek};
 use sangho_webhook::{
     signature::Secret,
     store::MokaStore,
-    testing::{Delivery, fixtures, send},
+    testing::{
+        Delivery,
+        fixtures::{self, EVENT_TYPE as TYPE, secret},
+        send,
+    },
 };
 use tracing_subscriber::prelude::*;
 
-/// The example's process (see `example_process`): runs its `main`.
-#[test]
-#[ignore = "the example's process, started by the tests that need one"]
-fn example_process() {
-    example_process::run_if_child(example::main);
-}
+/// The example's binary.
+const EXAMPLE: &str = env!("CARGO_BIN_EXE_sangho-example-metrics");
 
 fn recorder() -> PrometheusRecorder {
     PrometheusBuilder::new().build_recorder()
@@ -40,7 +34,7 @@ fn recorder() -> PrometheusRecorder {
 
 /// The example's app (the axum example's routes, with metrics) over `store`.
 fn app(store: Arc<MokaStore>, recorder: &PrometheusRecorder) -> Router {
-    example::with_metrics(example::server::app(layer(store)), recorder.handle())
+    example::with_metrics(sangho_example_axum::app(layer(store)), recorder.handle())
 }
 
 fn delivery(id: &str) -> Request<Full<bytes::Bytes>> {
@@ -249,9 +243,9 @@ async fn every_delivery_is_counted_under_exactly_one_outcome() {
     let _logging = tracing_subscriber::registry()
         .with(example::UnansweredDeliveries::layer())
         .set_default();
-    let store = FaultyStore::default();
+    let store = SpyStore::default();
     let app = example::with_metrics(
-        example::server::app(layer(store.clone())),
+        sangho_example_axum::app(layer(store.clone())),
         recorder.handle(),
     );
 
@@ -263,9 +257,9 @@ async fn every_delivery_is_counted_under_exactly_one_outcome() {
     assert_eq!(send(&app, wrong_secret).await.status, 400);
     peek(&*store.inner, "evt_m_mix_busy").await;
     assert_eq!(send(&app, delivery("evt_m_mix_busy")).await.status, 409);
-    store.faults.set_down(true);
+    store.set_down(true);
     assert_eq!(send(&app, delivery("evt_m_mix_3")).await.status, 503);
-    store.faults.set_down(false);
+    store.set_down(false);
     let sent = 5;
 
     let metrics = scrape(&app).await;
@@ -285,7 +279,7 @@ async fn every_delivery_is_counted_under_exactly_one_outcome() {
 
 #[tokio::test]
 async fn sigterm_stops_the_example_with_exit_status_0() {
-    let mut example = example_process::ExampleProcess::start(&[("SANGHO_STORE_URL", "memory:")]);
+    let mut example = ExampleProcess::start(EXAMPLE, &[("SANGHO_STORE_URL", "memory:")]);
     example.wait_listening().await;
     example.signal("TERM");
     let status = example.wait(Duration::from_secs(10)).await;
