@@ -1,11 +1,11 @@
-//! Sends signed test events to a webhook endpoint, as Sangho does: for trying an endpoint that
-//! is running, here or deployed.
+//! `sangho send`: sends signed test events to a webhook endpoint, as Sangho does, for trying an
+//! endpoint that is running, here or deployed.
 //!
 //! ```sh
 //! export SANGHO_WEBHOOK_SECRET=whsec_…   # the endpoint's secret
-//! cargo run --example send -- --url http://127.0.0.1:3000/webhooks/sangho
-//! cargo run --example send -- --url URL --repeat 20 --concurrency 5   # deduplication at work
-//! cargo run --example send -- --url URL --stale 3600                  # the replay refusal
+//! cargo run -p sangho-tools -- send --url http://127.0.0.1:3000/webhooks/sangho
+//! cargo run -p sangho-tools -- send --url URL --repeat 20 --concurrency 5   # deduplication at work
+//! cargo run -p sangho-tools -- send --url URL --stale 3600                  # the replay refusal
 //! ```
 //!
 //! | option | default | meaning |
@@ -390,9 +390,11 @@ fn unix_now() -> i64 {
     i64::try_from(seconds).expect("a Unix time in range")
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
-    let args = Args::parse().with_event_id();
+/// `sangho send`: delivers the event `args` describe, printing a line per answer and the
+/// summary. The exit status: 0 when every delivery got the expected answer, 1 otherwise, 2
+/// when the secret cannot be a webhook secret.
+pub async fn command(args: Args) -> ExitCode {
+    let args = args.with_event_id();
     println!(
         "sending {} ({}) to {}: {} {}, {} at a time{}",
         args.id.as_deref().unwrap_or_default(),

@@ -1,19 +1,11 @@
-//! `examples/send.rs` against the axum example's app, served on a loopback port: what the sender
+//! `sangho send` against the main example's app, served on a loopback port: what the sender
 //! reports, and whether it counts the run as a success.
-//!
-//! Both examples' files are compiled into this test, so what is tested is what users run.
-
-#[allow(dead_code)]
-#[path = "../examples/send.rs"]
-mod send;
-
-#[allow(dead_code)]
-#[path = "../examples/axum.rs"]
-mod server;
 
 use std::{net::SocketAddr, time::Duration};
 
 use clap::Parser;
+use sangho_example_axum as server;
+use sangho_tools::send;
 use sangho_webhook::{SanghoWebhookLayer, signature::Secret, store::MokaStore};
 use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
 
