@@ -17,83 +17,33 @@
 //!   `layer/new_event`.
 //!
 //! ```text
-//! cargo bench --bench layer
+//! cargo bench -p sangho-webhook-benches --bench layer
 //! ```
 //!
-//! After criterion's group, a second check runs the same cases in turns (30 rounds of 200
-//! calls, inputs prepared outside the timed part, rotating order) and prints each one's
-//! fastest and median round and its ratio to the unavoidable work: on a machine shared with
-//! other work, the interleaved minimum is the steadier ratio.
-
-mod common;
+//! The same cases in turns (30 rounds of 200 calls, inputs prepared outside the timed part,
+//! rotating order), each one's fastest and median round and its ratio to the unavoidable work,
+//! the steadier ratio on a machine shared with other work: `tools/layer-profile`
+//! (`cargo run --release -p sangho-layer-profile`), which also runs one case alone for a
+//! profiler.
 
 use std::{
-    convert::Infallible,
     hint::black_box,
     sync::atomic::{AtomicU64, Ordering},
     time::Duration,
 };
 
-use bytes::Bytes;
-use criterion::{BatchSize, Criterion, criterion_group};
-use hmac::{Hmac, KeyInit, Mac};
-use http::{Request, Response, StatusCode};
-use http_body_util::Full;
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use http::StatusCode;
 use sangho_webhook::{
-    SanghoWebhookLayer,
     signature::Secret,
-    store::{Claim, ClaimToken, IdempotencyStore, MokaStore},
+    store::MokaStore,
     testing::{Delivery, NullStore, fixtures},
 };
-use serde::Deserialize;
-use sha2::Sha256;
+use sangho_webhook_benches::layer::{
+    EVENT_SIZE, EVENT_TYPE, Needed, at_fixed_time, claim_and_complete, delivery, handler,
+    hmac_matches, timestamp_and_tag,
+};
 use tower::{Layer, ServiceExt, service_fn};
-
-const EVENT_SIZE: usize = 2048;
-const EVENT_TYPE: &str = "payment_intent.succeeded";
-
-/// The two fields the layer needs; serde skips the rest without building it.
-#[derive(Deserialize)]
-struct Needed<'a> {
-    #[serde(borrow)]
-    id: std::borrow::Cow<'a, str>,
-    #[serde(rename = "type", borrow)]
-    event_type: std::borrow::Cow<'a, str>,
-}
-
-/// What the layer asks of the store for a new event: a claim, then a completion.
-async fn claim_and_complete(store: &MokaStore, id: &str) {
-    let token = ClaimToken::generate();
-    let lease = SanghoWebhookLayer::DEFAULT_LEASE;
-    let claim = store.claim(id, EVENT_TYPE, &token, lease).await;
-    assert!(
-        matches!(claim, Ok(Claim::Acquired)),
-        "a fresh id is acquired"
-    );
-    let retention = SanghoWebhookLayer::DEFAULT_RETENTION;
-    let completed = store.complete(id, EVENT_TYPE, &token, retention).await;
-    assert!(matches!(completed, Ok(true)));
-}
-
-/// The handler: answers 200 at once.
-async fn handler<B>(_: Request<B>) -> Result<Response<Full<Bytes>>, Infallible> {
-    Ok(Response::new(Full::new(Bytes::from_static(
-        b"{\"received\":true}",
-    ))))
-}
-
-/// The layer at the fixtures' fixed time.
-fn at_fixed_time(secret: &Secret, store: impl IdempotencyStore) -> SanghoWebhookLayer {
-    SanghoWebhookLayer::builder(secret.clone(), store)
-        .with_clock(fixtures::fixed_clock)
-        .build()
-        .expect("valid settings")
-}
-
-fn delivery(secret: &Secret, id: &str) -> Delivery {
-    let body = fixtures::sized_event_body(id, EVENT_TYPE, EVENT_SIZE);
-    Delivery::body(body).signed(secret, fixtures::NOW)
-}
 
 fn layer(c: &mut Criterion) {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -242,251 +192,5 @@ fn layer(c: &mut Criterion) {
     group.finish();
 }
 
-/// Sends each request through `service`, one after the other.
-fn through<S>(runtime: &tokio::runtime::Runtime, service: &S, requests: Vec<Request<Full<Bytes>>>)
-where
-    S: tower::Service<Request<Full<Bytes>>, Error = Infallible> + Clone,
-{
-    runtime.block_on(async {
-        for request in requests {
-            let response = service.clone().oneshot(request).await;
-            black_box(response.map_err(|never| match never {}).ok());
-        }
-    })
-}
-
-type Requests = Vec<Request<Full<Bytes>>>;
-
-/// One case of the interleaved check: prepares its inputs, then runs them (timed).
-struct Case<'a> {
-    name: &'static str,
-    prepare: Box<dyn FnMut(usize) -> Requests + 'a>,
-    run: Box<dyn FnMut(Requests) + 'a>,
-}
-
-/// The interleaved check (see the crate docs); or, for a profiler, `calls` calls of one case.
-fn interleaved_check(profile: Option<(String, usize)>) {
-    const ROUNDS: usize = 30;
-    const CALLS: usize = 200;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .expect("a runtime");
-    let secret = Secret::new(fixtures::SECRET).expect("the fixture secret is not empty");
-    let moka = at_fixed_time(&secret, MokaStore::new()).layer(service_fn(handler));
-    let null = at_fixed_time(&secret, NullStore).layer(service_fn(handler));
-    let store = MokaStore::new();
-    let next_id = AtomicU64::new(0);
-    let fresh = |n: usize| -> Vec<Request<Full<Bytes>>> {
-        (0..n)
-            .map(|_| {
-                let id = format!("evt_check_{}", next_id.fetch_add(1, Ordering::Relaxed));
-                delivery(&secret, &id).into_request()
-            })
-            .collect()
-    };
-    let duplicate = delivery(&secret, "evt_check_duplicate");
-    let first = runtime.block_on(moka.clone().oneshot(duplicate.clone().into_request()));
-    assert_eq!(first.expect("infallible").status(), StatusCode::OK);
-    let forged = Delivery::body(fixtures::sized_event_body(
-        "evt_check_forged",
-        EVENT_TYPE,
-        EVENT_SIZE,
-    ))
-    .signed(
-        &Secret::new("whsec_not_the_secret").expect("not empty"),
-        fixtures::NOW,
-    );
-    let header = secret.sign(fixtures::NOW, duplicate.body_bytes());
-    let (timestamp, tag) = timestamp_and_tag(&header);
-
-    let mut cases = [
-        Case {
-            name: "unavoidable_work",
-            prepare: Box::new(fresh),
-            run: Box::new(|requests| {
-                for request in requests {
-                    black_box(by_hand(request));
-                }
-            }),
-        },
-        Case {
-            name: "unavoidable_work_one_body",
-            prepare: Box::new(|n| (0..n).map(|_| duplicate.clone().into_request()).collect()),
-            run: Box::new(|requests| {
-                let body = duplicate.body_bytes();
-                for _ in requests {
-                    assert!(hmac_matches(timestamp, &tag, black_box(body)));
-                    let needed: Needed<'_> = serde_json::from_slice(body).expect("an event");
-                    black_box((needed.id, needed.event_type));
-                }
-            }),
-        },
-        Case {
-            name: "layer/new_event",
-            prepare: Box::new(fresh),
-            run: Box::new(|requests| through(&runtime, &moka, requests)),
-        },
-        Case {
-            name: "layer/new_event_null_store",
-            prepare: Box::new(fresh),
-            run: Box::new(|requests| through(&runtime, &null, requests)),
-        },
-        Case {
-            name: "layer/duplicate",
-            prepare: Box::new(|n| (0..n).map(|_| duplicate.clone().into_request()).collect()),
-            run: Box::new(|requests| through(&runtime, &moka, requests)),
-        },
-        Case {
-            name: "layer/rejected_signature",
-            prepare: Box::new(|n| (0..n).map(|_| forged.clone().into_request()).collect()),
-            run: Box::new(|requests| through(&runtime, &moka, requests)),
-        },
-        Case {
-            name: "inner_service_alone",
-            prepare: Box::new(|n| (0..n).map(|_| duplicate.clone().into_request()).collect()),
-            run: Box::new(|requests| {
-                runtime.block_on(async {
-                    for request in requests {
-                        black_box(handler(request).await.expect("infallible"));
-                    }
-                })
-            }),
-        },
-        Case {
-            name: "moka_store_alone",
-            // The fresh event id travels in the URI, so that nothing is formatted while timed.
-            prepare: Box::new(|n| {
-                (0..n)
-                    .map(|_| {
-                        let id = next_id.fetch_add(1, Ordering::Relaxed);
-                        let mut request = Request::new(Full::new(Bytes::new()));
-                        *request.uri_mut() =
-                            format!("/evt_store_check_{id}").parse().expect("a path");
-                        request
-                    })
-                    .collect()
-            }),
-            run: Box::new(|requests| {
-                runtime.block_on(async {
-                    for request in requests {
-                        let id = &request.uri().path()[1..];
-                        claim_and_complete(&store, id).await;
-                    }
-                })
-            }),
-        },
-    ];
-
-    if let Some((name, calls)) = profile {
-        let case = cases
-            .iter_mut()
-            .find(|case| case.name == name)
-            .unwrap_or_else(|| panic!("no case named {name}"));
-        let inputs = (case.prepare)(calls);
-        profiled(&mut case.run, inputs);
-        return;
-    }
-    let mut times: Vec<Vec<f64>> = vec![Vec::with_capacity(ROUNDS); cases.len()];
-    for round in 0..ROUNDS {
-        for k in 0..cases.len() {
-            let index = (round + k) % cases.len();
-            let case = &mut cases[index];
-            let inputs = (case.prepare)(CALLS);
-            let began = std::time::Instant::now();
-            (case.run)(inputs);
-            times[index].push(began.elapsed().as_secs_f64() * 1e9 / CALLS as f64);
-        }
-    }
-    let summary: Vec<(f64, f64)> = times
-        .iter_mut()
-        .map(|t| {
-            t.sort_by(f64::total_cmp);
-            (t[0], t[t.len() / 2])
-        })
-        .collect();
-    let (base_min, base_median) = summary[0];
-    eprintln!("interleaved check (per call; ratio to the unavoidable work):");
-    for (case, (min, median)) in cases.iter().zip(&summary) {
-        eprintln!(
-            "  {:<28} min {min:>8.0} ns  median {median:>8.0} ns  ratio: min {:.2}x, median {:.2}x",
-            case.name,
-            min / base_min,
-            median / base_median,
-        );
-    }
-}
-
-/// The timestamp and the decoded `v1` of a `t=…,v1=…` header (one `v1`).
-fn timestamp_and_tag(header: &str) -> (&str, [u8; 32]) {
-    let (timestamp, v1) = header
-        .strip_prefix("t=")
-        .and_then(|rest| rest.split_once(",v1="))
-        .expect("t=…,v1=…");
-    let mut tag = [0u8; 32];
-    base16ct::lower::decode(v1, &mut tag).expect("hex");
-    (timestamp, tag)
-}
-
-/// Raw HMAC-SHA256 of `"<timestamp>." + body`, keyed per call, compared with `tag`.
-fn hmac_matches(timestamp: &str, tag: &[u8; 32], body: &[u8]) -> bool {
-    let mut mac = Hmac::<Sha256>::new_from_slice(fixtures::SECRET.as_bytes()).expect("any key");
-    mac.update(timestamp.as_bytes());
-    mac.update(b".");
-    mac.update(body);
-    mac.verify_slice(tag).is_ok()
-}
-
-/// What a receiver written by hand does with each delivery, and no more: reads the signature
-/// header, decodes its `v1`, computes the HMAC of `"<t>." + body` (keyed per call) and compares
-/// it, and parses `id` and `type`. The request is dropped here, as the layer drops it.
-fn by_hand(request: Request<Full<Bytes>>) -> (usize, usize) {
-    let (parts, body) = request.into_parts();
-    let body = ready_data(body);
-    let header = parts
-        .headers
-        .get(&sangho_webhook::SIGNATURE_HEADER)
-        .and_then(|value| value.to_str().ok())
-        .expect("a signature header");
-    let (timestamp, tag) = timestamp_and_tag(header);
-    assert!(hmac_matches(timestamp, &tag, &body));
-    let needed: Needed<'_> = serde_json::from_slice(&body).expect("an event");
-    (needed.id.len(), needed.event_type.len())
-}
-
-/// The bytes of a body that is ready at once (a `Full`), without a runtime.
-fn ready_data(body: Full<Bytes>) -> Bytes {
-    use http_body::Body;
-    let mut body = std::pin::pin!(body);
-    let mut context = std::task::Context::from_waker(std::task::Waker::noop());
-    match body.as_mut().poll_frame(&mut context) {
-        std::task::Poll::Ready(Some(Ok(frame))) => frame.into_data().expect("a data frame"),
-        _ => Bytes::new(),
-    }
-}
-
-/// The profiled part of a case: `valgrind --tool=callgrind --toggle-collect='*profiled*'`
-/// counts only this.
-#[inline(never)]
-fn profiled(run: &mut dyn FnMut(Requests), inputs: Requests) {
-    run(inputs);
-}
-
 criterion_group!(benches, layer);
-
-fn main() {
-    // For profilers, one case alone, its inputs prepared outside `profiled`:
-    // `SANGHO_PROFILE_CASE=layer/new_event SANGHO_PROFILE_CALLS=2000 <bench binary>`
-    if let Ok(name) = std::env::var("SANGHO_PROFILE_CASE") {
-        let calls = std::env::var("SANGHO_PROFILE_CALLS")
-            .ok()
-            .and_then(|calls| calls.parse().ok())
-            .unwrap_or(1000);
-        return interleaved_check(Some((name, calls)));
-    }
-    benches();
-    if common::is_plain_bench_run() {
-        interleaved_check(None);
-    }
-    Criterion::default().configure_from_args().final_summary();
-}
+criterion_main!(benches);

@@ -3,8 +3,8 @@
 //! divided by the number of events. Linux only (`/proc/self/statm`).
 //!
 //! ```text
-//! cargo bench --bench memory
-//! SANGHO_MEMORY_EVENTS=200000 cargo bench --bench memory
+//! cargo bench -p sangho-webhook-benches --bench memory
+//! SANGHO_MEMORY_EVENTS=200000 cargo bench -p sangho-webhook-benches --bench memory
 //! ```
 
 use std::time::Duration;

@@ -8,7 +8,7 @@
 //!   their signature is base64).
 //!
 //! ```text
-//! cargo bench --bench signature
+//! cargo bench -p sangho-webhook-benches --bench signature
 //! ```
 //!
 //! After criterion's groups, a second check runs the four side by side in turns (30 rounds,
@@ -17,7 +17,7 @@
 //! whose load comes and goes while criterion measures one variant after the other, the
 //! interleaved minimum is the steadier ratio.
 
-mod common;
+use sangho_webhook_benches as common;
 
 use std::{
     hint::black_box,

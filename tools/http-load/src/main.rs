@@ -32,23 +32,24 @@
 //! event id) and that every delivery was answered 2xx.
 //!
 //! ```text
-//! cargo bench --bench http_load
+//! cargo run --release -p sangho-http-load
 //! SANGHO_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/test \
-//! SANGHO_TEST_REDIS_URL=redis://127.0.0.1:6379 cargo bench --bench http_load
-//! SANGHO_LOAD_STORES=postgres,sqlite SANGHO_LOAD_IN_MEMORY=0 \
-//! SANGHO_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/test cargo bench --bench http_load
+//! SANGHO_TEST_REDIS_URL=redis://127.0.0.1:6379 cargo run --release -p sangho-http-load
+//! SANGHO_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/test \
+//! cargo run --release -p sangho-http-load -- --stores postgres,sqlite --in-memory 0
+//! cargo run --release -p sangho-http-load -- --help
 //! ```
 //!
-//! The database stores: `SANGHO_LOAD_STORES`, a comma-separated list of `postgres`, `sqlite`
-//! and `redis`; by default SQLite (a file in a temporary directory, as `SqliteStore::connect`
+//! The database stores: `--stores` (or `SANGHO_LOAD_STORES`), a comma-separated list of
+//! `postgres`, `sqlite` and `redis`; by default SQLite (a file in a temporary directory, as `SqliteStore::connect`
 //! opens it: WAL, `synchronous = FULL`), and PostgreSQL and Redis when
 //! `SANGHO_TEST_POSTGRES_URL` / `SANGHO_TEST_REDIS_URL` is set (the URL of a listed one must
 //! be). `PostgresStore` and its recipe each get a fresh table, dropped afterwards; `RedisStore`
-//! and its recipe a fresh key prefix, keys expiring after 10 minutes. `SANGHO_LOAD_IN_MEMORY=0`
-//! leaves out the four variants without a database (bare, by hand, null store, MokaStore).
-//! `SANGHO_LOAD_SECONDS` (per round), `SANGHO_LOAD_ROUNDS` and `SANGHO_LOAD_CONNECTIONS` change
-//! the shape. Run without `--bench` (as `cargo test --benches` does), it only checks itself
-//! with a short, light load.
+//! and its recipe a fresh key prefix, keys expiring after 10 minutes. `--in-memory 0`
+//! (`SANGHO_LOAD_IN_MEMORY=0`) leaves out the four variants without a database (bare, by hand,
+//! null store, MokaStore). `--seconds` (per round), `--rounds` and `--connections`
+//! (`SANGHO_LOAD_SECONDS`, `SANGHO_LOAD_ROUNDS`, `SANGHO_LOAD_CONNECTIONS`) change the shape.
+//! With `--quick` it only checks itself with a short, light load.
 
 use std::{
     collections::HashMap,
@@ -64,6 +65,7 @@ use std::{
 
 use axum::{Extension, Router, extract::State, http::header, routing::post};
 use bytes::Bytes;
+use clap::Parser;
 use http::{Method, Request};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
@@ -725,9 +727,9 @@ impl Kind {
         }
     }
 
-    /// The kinds `SANGHO_LOAD_STORES` lists, or by default SQLite and those whose URL is set.
-    fn selected() -> Result<Vec<Self>, BoxError> {
-        let Ok(list) = std::env::var("SANGHO_LOAD_STORES") else {
+    /// The kinds `list` names (`--stores`), or by default SQLite and those whose URL is set.
+    fn selected(list: Option<&str>) -> Result<Vec<Self>, BoxError> {
+        let Some(list) = list else {
             return Ok(Self::ALL
                 .into_iter()
                 .filter(|kind| kind.url_variable().is_none_or(|v| std::env::var(v).is_ok()))
@@ -741,10 +743,7 @@ impl Kind {
                     .into_iter()
                     .find(|kind| kind.name() == name)
                     .ok_or_else(|| {
-                        format!(
-                            "SANGHO_LOAD_STORES: unknown store {name:?} (postgres, sqlite, redis)"
-                        )
-                        .into()
+                        format!("--stores: unknown store {name:?} (postgres, sqlite, redis)").into()
                     })
             })
             .collect()
@@ -894,20 +893,44 @@ fn report_against_recipe(name: &str, layered: &[RunResult], raw: &[RunResult]) {
     );
 }
 
-async fn main_async() -> Result<(), BoxError> {
-    let full = std::env::args().any(|arg| arg == "--bench");
-    let seconds: f64 = std::env::var("SANGHO_LOAD_SECONDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(if full { 1.0 } else { 0.2 });
-    let connections: usize = std::env::var("SANGHO_LOAD_CONNECTIONS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(if full { 64 } else { 4 });
-    let rounds: usize = std::env::var("SANGHO_LOAD_ROUNDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(if full { 5 } else { 1 });
+/// The command line; each option can be set by its environment variable too.
+#[derive(Debug, Parser)]
+#[command(
+    name = "http-load",
+    about = "Drives the same axum app without and with SanghoWebhookLayer (and the stores' raw recipes) with the same HTTP load, and prints the ratios"
+)]
+struct Args {
+    /// A short, light load that only checks the harness (each option below still applies)
+    #[arg(long)]
+    quick: bool,
+    /// Seconds measured per round [default: 1; 0.2 with --quick]
+    #[arg(long, value_name = "SECONDS", env = "SANGHO_LOAD_SECONDS")]
+    seconds: Option<f64>,
+    /// Keep-alive connections [default: 64; 4 with --quick]
+    #[arg(long, value_name = "N", env = "SANGHO_LOAD_CONNECTIONS")]
+    connections: Option<usize>,
+    /// Rounds per variant [default: 5; 1 with --quick]
+    #[arg(long, value_name = "N", env = "SANGHO_LOAD_ROUNDS")]
+    rounds: Option<usize>,
+    /// The database stores, comma-separated: postgres, sqlite, redis [default: sqlite, and
+    /// postgres and redis when SANGHO_TEST_POSTGRES_URL / SANGHO_TEST_REDIS_URL is set]
+    #[arg(long, value_name = "LIST", env = "SANGHO_LOAD_STORES")]
+    stores: Option<String>,
+    /// 0 leaves out the variants without a database (bare, by hand, null store, MokaStore)
+    #[arg(
+        long,
+        value_name = "0|1",
+        env = "SANGHO_LOAD_IN_MEMORY",
+        default_value = "1"
+    )]
+    in_memory: String,
+}
+
+async fn main_async(args: Args) -> Result<(), BoxError> {
+    let full = !args.quick;
+    let seconds = args.seconds.unwrap_or(if full { 1.0 } else { 0.2 });
+    let connections = args.connections.unwrap_or(if full { 64 } else { 4 });
+    let rounds = args.rounds.unwrap_or(if full { 5 } else { 1 });
     let unique = Load {
         connections,
         warm_up: if full {
@@ -931,8 +954,8 @@ async fn main_async() -> Result<(), BoxError> {
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
 
-    let in_memory = std::env::var("SANGHO_LOAD_IN_MEMORY").map_or(true, |v| v != "0");
-    let kinds = Kind::selected()?;
+    let in_memory = args.in_memory != "0";
+    let kinds = Kind::selected(args.stores.as_deref())?;
     eprintln!(
         "database stores: {:?}; variants without a database: {}",
         kinds.iter().map(|kind| kind.name()).collect::<Vec<_>>(),
@@ -1031,8 +1054,9 @@ async fn main_async() -> Result<(), BoxError> {
 }
 
 fn main() -> Result<(), BoxError> {
+    let args = Args::parse();
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?
-        .block_on(main_async())
+        .block_on(main_async(args))
 }
