@@ -153,8 +153,3 @@ pub use layer::{ConfigError, SanghoWebhookLayer, SanghoWebhookLayerBuilder};
 pub use outcome::Outcome;
 pub use rejection::{Rejection, RejectionKind};
 pub use service::{EVENT_ID_HEADER, SIGNATURE_HEADER, SanghoWebhook};
-
-/// The README's examples, compiled as doctests.
-#[cfg(doctest)]
-#[doc = include_str!("../README.md")]
-struct ReadmeDoctests;

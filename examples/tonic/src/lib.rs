@@ -6,7 +6,7 @@
 //! records each processed event in an [`EventLog`], and the gRPC method `EventLog/Recent` lists
 //! them.
 //!
-//! Run it with `cargo run --example tonic` from the workspace root (see `examples/tonic.rs`).
+//! Run it with `cargo run -p sangho-example-tonic` (see `src/main.rs`).
 
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -14,10 +14,6 @@ use axum::{Json, Router, extract::State, routing::post};
 use sangho_webhook::{SanghoEvent, SanghoWebhookLayer};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
-
-#[path = "../../support/shutdown.rs"]
-mod shutdown;
-pub use shutdown::{DRAIN_DEADLINE, drain, shutdown_signal};
 
 /// The code generated from `proto/event_log.proto`.
 #[allow(missing_docs)]
@@ -101,7 +97,8 @@ pub fn app(layer: SanghoWebhookLayer, log: EventLog) -> Router {
 }
 
 /// Serves `app` on `listener` (HTTP/1 for the webhooks, HTTP/2 for gRPC, detected per
-/// connection) until `shutdown` completes (see [`shutdown_signal`]), then stops accepting and
+/// connection) until `shutdown` completes (see
+/// [`shutdown_signal`](sangho_examples_support::shutdown_signal)), then stops accepting and
 /// lets the requests in progress, webhook deliveries and gRPC calls alike, finish.
 pub async fn serve(
     listener: TcpListener,

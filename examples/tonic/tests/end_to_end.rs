@@ -7,16 +7,16 @@ use bytes::Bytes;
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper_util::{client::legacy::Client, rt::TokioExecutor};
+use sangho_example_tonic::{
+    EventLog, app,
+    proto::{RecentRequest, event_log_client::EventLogClient},
+    serve,
+};
 use sangho_webhook::{
     SanghoWebhookLayer, WebhookBody,
     signature::Secret,
     store::MokaStore,
     testing::{Delivery, fixtures},
-};
-use sangho_webhook_example_tonic::{
-    EventLog, app,
-    proto::{RecentRequest, event_log_client::EventLogClient},
-    serve,
 };
 use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
 use tonic::transport::Channel;

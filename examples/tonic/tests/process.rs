@@ -1,34 +1,24 @@
 //! The tonic example's process: SIGTERM stops it gracefully, with exit status 0.
 //!
-//! The example's file is compiled into this test; the test runs its `main` in a process of its
-//! own (see `example_process`).
-
-#[allow(dead_code)]
-#[path = "../examples/tonic.rs"]
-mod example;
-
-#[path = "../../../tests/example_process/mod.rs"]
-mod example_process;
+//! The test runs the example's binary, as `cargo run -p sangho-example-tonic` does (see
+//! `ExampleProcess`).
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use example_process::{ExampleProcess, read_answer, send_raw};
 use http::StatusCode;
+use sangho_examples_support::testing::{ExampleProcess, read_answer, send_raw};
 use sangho_webhook::{
     signature::Secret,
     testing::{Delivery, fixtures},
 };
 
-/// The example's process (see `example_process`): runs its `main`.
-#[test]
-#[ignore = "the example's process, started by the tests that need one"]
-fn example_process() {
-    example_process::run_if_child(example::main);
-}
+/// The example's binary.
+const EXAMPLE: &str = env!("CARGO_BIN_EXE_sangho-example-tonic");
 
 #[tokio::test]
 async fn sigterm_stops_the_example_with_exit_status_0() {
-    let mut example = ExampleProcess::start(&[("SANGHO_WEBHOOK_SECRET", fixtures::SECRET)]);
+    let mut example =
+        ExampleProcess::start(EXAMPLE, &[("SANGHO_WEBHOOK_SECRET", fixtures::SECRET)]);
     let address = example.wait_listening().await;
     // Serving: a delivery signed now (the process runs at the real clock) is processed.
     let now = SystemTime::now()

@@ -1,0 +1,1062 @@
+//! HTTP load harness: the same axum app without and with `SanghoWebhookLayer`, on loopback,
+//! driven by the same keep-alive load, one after the other in one run. A third variant does
+//! the unavoidable work by hand in the handler (reads the body, checks the timestamp and the
+//! HMAC, parses `id` and `type`; no deduplication), to tell the cost of verification from the
+//! cost of the idempotency store; a fourth puts the layer over a store that records nothing
+//! (the layer's own cost, without deduplication).
+//!
+//! For each database store under test (PostgreSQL, SQLite, Redis) two variants run: the layer
+//! over the store, and the **raw recipe**: a handler that verifies and parses by hand (as the
+//! third variant does) and then deduplicates with the store crate's documented hand-written
+//! baseline on the same database, with a pool (or connection) of the same size as the store's:
+//! for SQL, `SELECT` the id, then (after the handler) `INSERT … ON CONFLICT (event_id) DO
+//! NOTHING` (as `stores/sqlx/benches/claim_complete.rs`); for Redis, `SET key 1 NX PX <lease>`,
+//! then `SET key completed PX <retention>` (as `stores/redis/benches/claim_complete.rs`). The
+//! recipe is not exactly-once (two concurrent deliveries of one event both pass the `SELECT`);
+//! the load never sends an event twice at once, so the check below holds for it too.
+//!
+//! Each variant runs 5 rounds, the variants taking turns (so that background load on a shared
+//! machine falls on all of them alike); each round is a fresh server, 64 HTTP/1.1 keep-alive
+//! connections (hyper's client), each sending signed 2 KiB events back to back for 0.25 s of
+//! warm-up and then 1 s of measurement: 5 s measured per variant. The in-memory stores are
+//! fresh per round; each database store keeps its table (or key prefix) for the whole run,
+//! since every event id is new. The events are unique, or, in the "20% redeliveries" mix, every
+//! fifth request resends an event this connection already delivered (a provider's retry). It
+//! prints, per variant, the median requests/s of the rounds with their range, and p50 / p99
+//! latency over all rounds, and the ratios: to the run without the layer, and, for each
+//! database store, the layer's to its raw recipe's (the median of the per-round ratios, with
+//! their range).
+//!
+//! After every run with the layer over a deduplicating store, and every raw-recipe run, it
+//! checks that each unique event reached the handler exactly once (the handler counts per
+//! event id) and that every delivery was answered 2xx.
+//!
+//! ```text
+//! cargo run --release -p sangho-http-load
+//! SANGHO_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/test \
+//! SANGHO_TEST_REDIS_URL=redis://127.0.0.1:6379 cargo run --release -p sangho-http-load
+//! SANGHO_TEST_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/test \
+//! cargo run --release -p sangho-http-load -- --stores postgres,sqlite --in-memory 0
+//! cargo run --release -p sangho-http-load -- --help
+//! ```
+//!
+//! The database stores: `--stores` (or `SANGHO_LOAD_STORES`), a comma-separated list of
+//! `postgres`, `sqlite` and `redis`; by default SQLite (a file in a temporary directory, as `SqliteStore::connect`
+//! opens it: WAL, `synchronous = FULL`), and PostgreSQL and Redis when
+//! `SANGHO_TEST_POSTGRES_URL` / `SANGHO_TEST_REDIS_URL` is set (the URL of a listed one must
+//! be). `PostgresStore` and its recipe each get a fresh table, dropped afterwards; `RedisStore`
+//! and its recipe a fresh key prefix, keys expiring after 10 minutes. `--in-memory 0`
+//! (`SANGHO_LOAD_IN_MEMORY=0`) leaves out the four variants without a database (bare, by hand,
+//! null store, MokaStore). `--seconds` (per round), `--rounds` and `--connections`
+//! (`SANGHO_LOAD_SECONDS`, `SANGHO_LOAD_ROUNDS`, `SANGHO_LOAD_CONNECTIONS`) change the shape.
+//! With `--quick` it only checks itself with a short, light load.
+
+use std::{
+    collections::HashMap,
+    future::Future,
+    net::SocketAddr,
+    pin::Pin,
+    sync::{
+        Arc, Mutex, PoisonError,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::{Duration, Instant, SystemTime, UNIX_EPOCH},
+};
+
+use axum::{Extension, Router, extract::State, http::header, routing::post};
+use bytes::Bytes;
+use clap::Parser;
+use http::{Method, Request};
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
+use sangho_webhook::{
+    SanghoEvent, SanghoWebhookLayer,
+    signature::Secret,
+    store::{IdempotencyStore, MokaStore},
+    testing::{NullStore, fixtures},
+};
+use sangho_webhook_redis::{RedisStore, redis};
+use sangho_webhook_sqlx::{
+    PostgresStore, SqliteStore,
+    sqlx::{
+        self, AssertSqlSafe, Database, Encode, Executor, FromRow, IntoArguments, Pool, Type,
+        postgres::PgPoolOptions, sqlite::SqlitePoolOptions,
+    },
+};
+use tokio::{net::TcpListener, sync::oneshot};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+const PATH: &str = "/webhooks/sangho";
+const EVENT_TYPE: &str = "payment_intent.succeeded";
+const EVENT_SIZE: usize = 2048;
+
+/// How the load is shaped.
+#[derive(Clone, Copy)]
+struct Load {
+    connections: usize,
+    warm_up: Duration,
+    measure: Duration,
+    /// Every `redeliver_every`-th request of a connection is a redelivery (0: never).
+    redeliver_every: u64,
+}
+
+/// What the handler saw.
+#[derive(Default)]
+struct Counts {
+    calls: AtomicU64,
+    per_event: Mutex<HashMap<String, u32>>,
+}
+
+async fn handle(
+    State(counts): State<Arc<Counts>>,
+    event: Option<Extension<SanghoEvent>>,
+) -> ([(header::HeaderName, &'static str); 1], &'static str) {
+    counts.calls.fetch_add(1, Ordering::Relaxed);
+    if let Some(Extension(event)) = event {
+        let mut per_event = counts
+            .per_event
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        *per_event.entry(event.id().to_owned()).or_default() += 1;
+    }
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        r#"{"received":true}"#,
+    )
+}
+
+/// The two fields a hand-written receiver needs.
+#[derive(serde::Deserialize)]
+struct Needed<'a> {
+    #[serde(borrow)]
+    id: std::borrow::Cow<'a, str>,
+    #[serde(rename = "type", borrow)]
+    event_type: std::borrow::Cow<'a, str>,
+}
+
+/// The unavoidable work of a hand-written receiver: checks the timestamp and the HMAC-SHA256
+/// (`hmac` + `sha2`) of `body`, and parses `id` and `type`. `None` for anything to reject.
+fn verify_by_hand<'a>(headers: &http::HeaderMap, body: &'a [u8]) -> Option<Needed<'a>> {
+    use hmac::{Hmac, KeyInit, Mac};
+    let header = headers.get("sangho-signature")?.to_str().ok()?;
+    let (mut timestamp, mut v1) = (None, None);
+    for item in header.split(',') {
+        match item.split_once('=')? {
+            ("t", value) => timestamp = Some(value),
+            ("v1", value) => v1 = Some(value),
+            _ => {}
+        }
+    }
+    let (timestamp, v1) = (timestamp?, v1?);
+    if unix_now().abs_diff(timestamp.parse::<i64>().ok()?) > 300 {
+        return None;
+    }
+    let mut tag = [0u8; 32];
+    base16ct::lower::decode(v1, &mut tag).ok()?;
+    let mut mac = Hmac::<sha2::Sha256>::new_from_slice(fixtures::SECRET.as_bytes()).ok()?;
+    mac.update(timestamp.as_bytes());
+    mac.update(b".");
+    mac.update(body);
+    mac.verify_slice(&tag).ok()?;
+    let needed: Needed<'_> = serde_json::from_slice(body).ok()?;
+    (!needed.id.is_empty() && !needed.event_type.is_empty()).then_some(needed)
+}
+
+/// A handler that does the unavoidable work itself ([`verify_by_hand`]), without the layer and
+/// without any deduplication.
+async fn handle_by_hand(
+    State(counts): State<Arc<Counts>>,
+    headers: http::HeaderMap,
+    body: Bytes,
+) -> (http::StatusCode, &'static str) {
+    if verify_by_hand(&headers, &body).is_none() {
+        return (http::StatusCode::BAD_REQUEST, r#"{"error":"rejected"}"#);
+    }
+    counts.calls.fetch_add(1, Ordering::Relaxed);
+    (http::StatusCode::OK, r#"{"received":true}"#)
+}
+
+/// A store crate's documented hand-written deduplication: what a receiver without the layer
+/// writes against the same database. Not exactly-once: two concurrent deliveries of one event
+/// can both find it unseen.
+trait Recipe: Send + Sync + 'static {
+    /// Before the handler: whether the event was seen before (a duplicate, not to process).
+    fn seen<'a>(&'a self, event_id: &'a str) -> BoxFuture<'a, Result<bool, BoxError>>;
+    /// After the handler: records the event as processed.
+    fn record<'a>(
+        &'a self,
+        event_id: &'a str,
+        event_type: &'a str,
+    ) -> BoxFuture<'a, Result<(), BoxError>>;
+}
+
+/// The SQL recipe (`stores/sqlx/benches/claim_complete.rs`): `SELECT` the id, then `INSERT …
+/// ON CONFLICT (event_id) DO NOTHING` in the provider's documented table, over a pool of its
+/// own.
+struct SqlRecipe<DB: Database> {
+    pool: Pool<DB>,
+    select: Arc<str>,
+    insert: Arc<str>,
+}
+
+impl<DB> SqlRecipe<DB>
+where
+    DB: Database,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+{
+    /// Creates the provider's documented table `table` (`timestamp_default`: the database's
+    /// "now"); `placeholders` are the dialect's first two parameters.
+    async fn new(
+        pool: Pool<DB>,
+        table: &str,
+        placeholders: [&str; 2],
+        timestamp_default: &str,
+    ) -> Result<Self, BoxError> {
+        let schema = format!(
+            "CREATE TABLE {table} (
+               event_id     VARCHAR(50)  PRIMARY KEY,
+               event_type   VARCHAR(100) NOT NULL,
+               processed_at TIMESTAMP    DEFAULT {timestamp_default}
+             );
+             CREATE INDEX {table}_processed_at_idx ON {table} (processed_at);"
+        );
+        sqlx::raw_sql(AssertSqlSafe(schema)).execute(&pool).await?;
+        let [first, second] = placeholders;
+        Ok(Self {
+            pool,
+            select: format!("SELECT event_id FROM {table} WHERE event_id = {first}").into(),
+            insert: format!(
+                "INSERT INTO {table} (event_id, event_type) VALUES ({first}, {second}) \
+                 ON CONFLICT (event_id) DO NOTHING"
+            )
+            .into(),
+        })
+    }
+}
+
+impl<DB> Recipe for SqlRecipe<DB>
+where
+    DB: Database,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    for<'r> (String,): FromRow<'r, DB::Row>,
+{
+    fn seen<'a>(&'a self, event_id: &'a str) -> BoxFuture<'a, Result<bool, BoxError>> {
+        let query =
+            sqlx::query_as::<DB, (String,)>(AssertSqlSafe(self.select.clone())).bind(event_id);
+        Box::pin(async move { Ok(query.fetch_optional(&self.pool).await?.is_some()) })
+    }
+
+    fn record<'a>(
+        &'a self,
+        event_id: &'a str,
+        event_type: &'a str,
+    ) -> BoxFuture<'a, Result<(), BoxError>> {
+        let query = sqlx::query::<DB>(AssertSqlSafe(self.insert.clone()))
+            .bind(event_id)
+            .bind(event_type);
+        Box::pin(async move {
+            query.execute(&self.pool).await?;
+            Ok(())
+        })
+    }
+}
+
+/// The Redis recipe (`stores/redis/benches/claim_complete.rs`): `SET key 1 NX PX <lease>`
+/// (not set: seen), then `SET key completed PX <retention>`, over one multiplexed connection
+/// as `RedisStore` uses.
+struct RedisRecipe {
+    connection: redis::aio::ConnectionManager,
+    prefix: String,
+}
+
+impl RedisRecipe {
+    const LEASE_MS: u64 = 30_000;
+    const RETENTION_MS: u64 = 600_000;
+}
+
+impl Recipe for RedisRecipe {
+    fn seen<'a>(&'a self, event_id: &'a str) -> BoxFuture<'a, Result<bool, BoxError>> {
+        let mut connection = self.connection.clone();
+        let mut set = redis::cmd("SET");
+        set.arg(format!("{}{event_id}", self.prefix))
+            .arg("1")
+            .arg("NX")
+            .arg("PX")
+            .arg(Self::LEASE_MS);
+        Box::pin(async move {
+            let set: Option<String> = set.query_async(&mut connection).await?;
+            Ok(set.is_none())
+        })
+    }
+
+    fn record<'a>(
+        &'a self,
+        event_id: &'a str,
+        _event_type: &'a str,
+    ) -> BoxFuture<'a, Result<(), BoxError>> {
+        let mut connection = self.connection.clone();
+        let mut set = redis::cmd("SET");
+        set.arg(format!("{}{event_id}", self.prefix))
+            .arg("completed")
+            .arg("PX")
+            .arg(Self::RETENTION_MS);
+        Box::pin(async move {
+            set.exec_async(&mut connection).await?;
+            Ok(())
+        })
+    }
+}
+
+/// A handler that verifies and parses by hand ([`verify_by_hand`]) and deduplicates with a
+/// [`Recipe`]: a duplicate is answered 200 without processing; a database error 500.
+async fn handle_recipe(
+    State((counts, recipe)): State<(Arc<Counts>, Arc<dyn Recipe>)>,
+    headers: http::HeaderMap,
+    body: Bytes,
+) -> (http::StatusCode, &'static str) {
+    let Some(event) = verify_by_hand(&headers, &body) else {
+        return (http::StatusCode::BAD_REQUEST, r#"{"error":"rejected"}"#);
+    };
+    match recipe.seen(&event.id).await {
+        Ok(false) => {}
+        Ok(true) => {
+            return (
+                http::StatusCode::OK,
+                r#"{"received":true,"duplicate":true}"#,
+            );
+        }
+        Err(_) => {
+            return (
+                http::StatusCode::INTERNAL_SERVER_ERROR,
+                r#"{"error":"store"}"#,
+            );
+        }
+    }
+    counts.calls.fetch_add(1, Ordering::Relaxed);
+    *counts
+        .per_event
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .entry(event.id.clone().into_owned())
+        .or_default() += 1;
+    match recipe.record(&event.id, &event.event_type).await {
+        Ok(()) => (http::StatusCode::OK, r#"{"received":true}"#),
+        Err(_) => (
+            http::StatusCode::INTERNAL_SERVER_ERROR,
+            r#"{"error":"store"}"#,
+        ),
+    }
+}
+
+/// What serves the webhook route.
+#[derive(Clone)]
+enum Variant {
+    /// The handler alone: it reads nothing.
+    Bare,
+    /// [`handle_by_hand`]: the unavoidable work in the handler, no deduplication.
+    ByHand,
+    /// The handler behind the layer.
+    Layer(SanghoWebhookLayer),
+    /// The handler behind the layer over [`NullStore`]: the layer's cost without a store's
+    /// (and without deduplication, so without the exactly-once check).
+    LayerNullStore(SanghoWebhookLayer),
+    /// [`handle_recipe`]: verified by hand, deduplicated by a store crate's raw recipe.
+    Recipe(Arc<dyn Recipe>),
+}
+
+fn app(variant: Variant, counts: Arc<Counts>) -> Router {
+    match variant {
+        Variant::Bare => Router::new().route(PATH, post(handle)).with_state(counts),
+        Variant::ByHand => Router::new()
+            .route(PATH, post(handle_by_hand))
+            .with_state(counts),
+        Variant::Layer(layer) | Variant::LayerNullStore(layer) => Router::new()
+            .route(PATH, post(handle))
+            .with_state(counts)
+            .layer(layer),
+        Variant::Recipe(recipe) => Router::new()
+            .route(PATH, post(handle_recipe))
+            .with_state((counts, recipe)),
+    }
+}
+
+/// What one connection measured.
+#[derive(Default)]
+struct ConnectionReport {
+    latencies_us: Vec<u32>,
+    measured: u64,
+    duplicates: u64,
+    failures: HashMap<u16, u64>,
+    /// The first delivery of each event, whatever the window.
+    unique_ids: Vec<String>,
+}
+
+fn unix_now() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| since.as_secs() as i64)
+}
+
+async fn drive(
+    addr: SocketAddr,
+    secret: Secret,
+    run: String,
+    connection: usize,
+    load: Load,
+    start: Instant,
+) -> Result<ConnectionReport, BoxError> {
+    let stream = tokio::net::TcpStream::connect(addr).await?;
+    stream.set_nodelay(true)?;
+    let (mut sender, driver) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
+    let driver = tokio::spawn(driver);
+
+    let measure_from = start + load.warm_up;
+    let stop_at = measure_from + load.measure;
+    let mut report = ConnectionReport::default();
+    let mut sent: Vec<(Bytes, String)> = Vec::new();
+    let mut seq = 0u64;
+    loop {
+        let now = Instant::now();
+        if now >= stop_at {
+            break;
+        }
+        seq += 1;
+        let redelivery = load.redeliver_every > 0 && seq.is_multiple_of(load.redeliver_every);
+        let (body, signature) = if redelivery && !sent.is_empty() {
+            // A retry of an event this connection delivered before.
+            let index = (seq.wrapping_mul(7919) % sent.len() as u64) as usize;
+            sent[index].clone()
+        } else {
+            let id = format!("evt_{run}_{connection}_{seq}");
+            let body = Bytes::from(fixtures::sized_event_body(&id, EVENT_TYPE, EVENT_SIZE));
+            let signature = secret.sign(unix_now(), &body);
+            report.unique_ids.push(id);
+            sent.push((body.clone(), signature.clone()));
+            (body, signature)
+        };
+        let request = Request::builder()
+            .method(Method::POST)
+            .uri(PATH)
+            .header(header::HOST, "127.0.0.1")
+            .header(header::CONTENT_TYPE, "application/json")
+            .header("sangho-signature", signature)
+            .body(Full::new(body))?;
+
+        sender.ready().await?;
+        let began = Instant::now();
+        let response = sender.send_request(request).await?;
+        let status = response.status();
+        let answer = response.into_body().collect().await?.to_bytes();
+        let elapsed = began.elapsed();
+
+        if began >= measure_from {
+            report.measured += 1;
+            report
+                .latencies_us
+                .push(u32::try_from(elapsed.as_micros()).unwrap_or(u32::MAX));
+        }
+        if !status.is_success() {
+            *report.failures.entry(status.as_u16()).or_default() += 1;
+        } else if answer.windows(9).any(|w| w == b"duplicate") {
+            report.duplicates += 1;
+        }
+    }
+    drop(sender);
+    let _ = driver.await;
+    Ok(report)
+}
+
+struct RunResult {
+    latencies_us: Vec<u32>,
+    measured: u64,
+    measure: Duration,
+    calls: u64,
+    duplicates: u64,
+    failures: HashMap<u16, u64>,
+    exactly_once: Option<Result<usize, String>>,
+}
+
+impl RunResult {
+    fn requests_per_second(&self) -> f64 {
+        self.measured as f64 / self.measure.as_secs_f64()
+    }
+}
+
+/// The median of `values` (the mean of the middle two for an even count); 0 for none.
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    match sorted.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => sorted[n / 2],
+        n => (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0,
+    }
+}
+
+/// Several rounds of one variant, taken together.
+struct Summary {
+    /// The median of the rounds' requests/s.
+    requests_per_second: f64,
+    /// The slowest and the fastest round's requests/s.
+    spread: (f64, f64),
+    p50_us: u32,
+    p99_us: u32,
+    calls: u64,
+    duplicates: u64,
+    failures: HashMap<u16, u64>,
+    exactly_once: Option<Result<usize, String>>,
+}
+
+impl Summary {
+    fn of(rounds: &[RunResult]) -> Self {
+        let mut latencies: Vec<u32> = rounds
+            .iter()
+            .flat_map(|r| r.latencies_us.iter().copied())
+            .collect();
+        latencies.sort_unstable();
+        let percentile = |p: f64| -> u32 {
+            if latencies.is_empty() {
+                return 0;
+            }
+            let rank = ((latencies.len() as f64) * p).ceil() as usize;
+            latencies[rank.clamp(1, latencies.len()) - 1]
+        };
+        let per_round: Vec<f64> = rounds.iter().map(RunResult::requests_per_second).collect();
+        let mut failures = HashMap::new();
+        for round in rounds {
+            for (status, count) in &round.failures {
+                *failures.entry(*status).or_default() += count;
+            }
+        }
+        let mut exactly_once = None;
+        for round in rounds {
+            exactly_once = match (exactly_once, &round.exactly_once) {
+                (_, None) => None,
+                (Some(Err(e)), _) => Some(Err(e)),
+                (_, Some(Err(e))) => Some(Err(e.clone())),
+                (None, Some(Ok(n))) => Some(Ok(*n)),
+                (Some(Ok(a)), Some(Ok(n))) => Some(Ok(a + n)),
+            };
+        }
+        Self {
+            requests_per_second: median(&per_round),
+            spread: per_round
+                .iter()
+                .fold((f64::INFINITY, 0.0), |(low, high), &r| {
+                    (low.min(r), high.max(r))
+                }),
+            p50_us: percentile(0.50),
+            p99_us: percentile(0.99),
+            calls: rounds.iter().map(|r| r.calls).sum(),
+            duplicates: rounds.iter().map(|r| r.duplicates).sum(),
+            failures,
+            exactly_once,
+        }
+    }
+
+    fn print(&self, label: &str) {
+        eprintln!(
+            "  {label:<34} {:>9.0} req/s [{:.0}–{:.0}]  p50 {:>6} µs  p99 {:>6} µs  handler calls {:>7}  duplicates {:>6}{}",
+            self.requests_per_second,
+            self.spread.0,
+            self.spread.1,
+            self.p50_us,
+            self.p99_us,
+            self.calls,
+            self.duplicates,
+            if self.failures.is_empty() {
+                String::new()
+            } else {
+                format!("  non-2xx {:?}", self.failures)
+            }
+        );
+    }
+}
+
+async fn run(variant: Variant, load: Load) -> Result<RunResult, BoxError> {
+    let deduplicated = matches!(variant, Variant::Layer(_) | Variant::Recipe(_));
+    let counts = Arc::new(Counts::default());
+    let listener = TcpListener::bind("127.0.0.1:0").await?;
+    let addr = listener.local_addr()?;
+    let (stop, stopped) = oneshot::channel::<()>();
+    let server = tokio::spawn(
+        axum::serve(listener, app(variant, counts.clone()))
+            .with_graceful_shutdown(async {
+                let _ = stopped.await;
+            })
+            .into_future(),
+    );
+
+    let secret = Secret::new(fixtures::SECRET)?;
+    let run_id = format!(
+        "{}{}",
+        std::process::id(),
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() % 1_000_000_000)
+    );
+    let start = Instant::now();
+    let connections: Vec<_> = (0..load.connections)
+        .map(|connection| {
+            tokio::spawn(drive(
+                addr,
+                secret.clone(),
+                run_id.clone(),
+                connection,
+                load,
+                start,
+            ))
+        })
+        .collect();
+    let mut reports: Vec<ConnectionReport> = Vec::with_capacity(connections.len());
+    for connection in connections {
+        reports.push(connection.await??);
+    }
+    let _ = stop.send(());
+    server.await??;
+
+    let mut failures = HashMap::new();
+    for report in &reports {
+        for (status, count) in &report.failures {
+            *failures.entry(*status).or_default() += count;
+        }
+    }
+
+    let exactly_once = deduplicated.then(|| {
+        let per_event = counts
+            .per_event
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut unique = 0;
+        for id in reports.iter().flat_map(|r| r.unique_ids.iter()) {
+            unique += 1;
+            match per_event.get(id) {
+                Some(1) => {}
+                Some(n) => return Err(format!("{id} processed {n} times")),
+                None => return Err(format!("{id} never processed")),
+            }
+        }
+        if per_event.len() != unique {
+            return Err(format!(
+                "the handler saw {} events, {unique} were sent",
+                per_event.len()
+            ));
+        }
+        Ok(unique)
+    });
+
+    Ok(RunResult {
+        latencies_us: reports
+            .iter_mut()
+            .flat_map(|r| std::mem::take(&mut r.latencies_us))
+            .collect(),
+        measured: reports.iter().map(|r| r.measured).sum(),
+        measure: load.measure,
+        calls: counts.calls.load(Ordering::Relaxed),
+        duplicates: reports.iter().map(|r| r.duplicates).sum(),
+        failures,
+        exactly_once,
+    })
+}
+
+fn layer_with(store: impl IdempotencyStore) -> Result<SanghoWebhookLayer, BoxError> {
+    Ok(
+        SanghoWebhookLayer::builder(Secret::new(fixtures::SECRET)?, store)
+            // Completed events of a load run need not outlive it by much (Redis keys expire).
+            .with_retention(Duration::from_secs(600))
+            .with_short_retention_allowed(true)
+            .build()?,
+    )
+}
+
+/// A tag unique to this process and moment, for table names and key prefixes.
+fn run_tag() -> String {
+    format!(
+        "{}_{}",
+        std::process::id(),
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() % 1_000_000_000)
+    )
+}
+
+/// What a [`Backend`] leaves to clean up after the run.
+type Cleanup = Box<dyn FnOnce() -> BoxFuture<'static, Result<(), BoxError>> + Send>;
+
+/// A database store under test: the store (for the layer) and its crate's raw [`Recipe`] on
+/// the same database server, each with a table (or key prefix) of its own.
+struct Backend {
+    /// The database, e.g. `PostgreSQL`.
+    name: &'static str,
+    /// The store type, e.g. `PostgresStore`.
+    store_name: &'static str,
+    store: Arc<dyn IdempotencyStore>,
+    recipe: Arc<dyn Recipe>,
+    cleanup: Cleanup,
+}
+
+/// The databases the harness can put under load.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Postgres,
+    Sqlite,
+    Redis,
+}
+
+impl Kind {
+    const ALL: [Self; 3] = [Self::Postgres, Self::Sqlite, Self::Redis];
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Postgres => "postgres",
+            Self::Sqlite => "sqlite",
+            Self::Redis => "redis",
+        }
+    }
+
+    /// The variable with the server's URL; none for SQLite, which runs in a temporary file.
+    fn url_variable(self) -> Option<&'static str> {
+        match self {
+            Self::Postgres => Some("SANGHO_TEST_POSTGRES_URL"),
+            Self::Sqlite => None,
+            Self::Redis => Some("SANGHO_TEST_REDIS_URL"),
+        }
+    }
+
+    /// The kinds `list` names (`--stores`), or by default SQLite and those whose URL is set.
+    fn selected(list: Option<&str>) -> Result<Vec<Self>, BoxError> {
+        let Some(list) = list else {
+            return Ok(Self::ALL
+                .into_iter()
+                .filter(|kind| kind.url_variable().is_none_or(|v| std::env::var(v).is_ok()))
+                .collect());
+        };
+        list.split(',')
+            .map(str::trim)
+            .filter(|name| !name.is_empty())
+            .map(|name| {
+                Self::ALL
+                    .into_iter()
+                    .find(|kind| kind.name() == name)
+                    .ok_or_else(|| {
+                        format!("--stores: unknown store {name:?} (postgres, sqlite, redis)").into()
+                    })
+            })
+            .collect()
+    }
+
+    /// Opens the store and its recipe, each on a fresh table (or key prefix).
+    async fn open(self) -> Result<Backend, BoxError> {
+        let url = match self.url_variable() {
+            Some(variable) => std::env::var(variable)
+                .map_err(|_| format!("{} is listed but {variable} is not set", self.name()))?,
+            None => String::new(),
+        };
+        let tag = run_tag();
+        Ok(match self {
+            Self::Postgres => {
+                let store = PostgresStore::connect(&url)
+                    .await?
+                    .with_table_name(format!("bench_http_load_{tag}"))?;
+                store.migrate().await?;
+                // The same pool size and timeout as `PostgresStore::connect`'s.
+                let pool = PgPoolOptions::new()
+                    .max_connections(PostgresStore::MAX_CONNECTIONS)
+                    .acquire_timeout(PostgresStore::ACQUIRE_TIMEOUT)
+                    .connect(&url)
+                    .await?;
+                let raw_table = format!("bench_http_load_{tag}_raw");
+                let recipe =
+                    SqlRecipe::new(pool.clone(), &raw_table, ["$1", "$2"], "NOW()").await?;
+                let drop = format!("DROP TABLE IF EXISTS {}, {raw_table}", store.table());
+                Backend {
+                    name: "PostgreSQL",
+                    store_name: "PostgresStore",
+                    store: Arc::new(store.clone()),
+                    recipe: Arc::new(recipe),
+                    cleanup: Box::new(move || {
+                        Box::pin(async move {
+                            sqlx::raw_sql(AssertSqlSafe(drop)).execute(&pool).await?;
+                            pool.close().await;
+                            store.pool().close().await;
+                            Ok(())
+                        })
+                    }),
+                }
+            }
+            Self::Sqlite => {
+                let dir = tempfile::tempdir()?;
+                let url = |file: &str| format!("sqlite://{}", dir.path().join(file).display());
+                let store = SqliteStore::connect(&url("store.db")).await?;
+                store.migrate().await?;
+                // As `SqliteStore::connect` opens its pool: WAL, `synchronous = FULL`.
+                let pool = SqlitePoolOptions::new()
+                    .max_connections(SqliteStore::MAX_CONNECTIONS)
+                    .acquire_timeout(SqliteStore::ACQUIRE_TIMEOUT)
+                    .connect_with(SqliteStore::connect_options(&url("recipe.db"))?)
+                    .await?;
+                let recipe = SqlRecipe::new(
+                    pool.clone(),
+                    "processed_webhook_events",
+                    ["?1", "?2"],
+                    "CURRENT_TIMESTAMP",
+                )
+                .await?;
+                Backend {
+                    name: "SQLite",
+                    store_name: "SqliteStore",
+                    store: Arc::new(store.clone()),
+                    recipe: Arc::new(recipe),
+                    cleanup: Box::new(move || {
+                        Box::pin(async move {
+                            pool.close().await;
+                            store.pool().close().await;
+                            dir.close()?;
+                            Ok(())
+                        })
+                    }),
+                }
+            }
+            Self::Redis => {
+                let prefix = format!("sangho-bench:{tag}:");
+                let store = RedisStore::connect(url.as_str())
+                    .await?
+                    .with_prefix(format!("{prefix}store:"));
+                // One multiplexed connection, as `RedisStore::connect` opens.
+                let connection = redis::aio::ConnectionManager::new_with_config(
+                    redis::Client::open(url.as_str())?,
+                    RedisStore::manager_config(),
+                )
+                .await?;
+                Backend {
+                    name: "Redis",
+                    store_name: "RedisStore",
+                    store: Arc::new(store),
+                    recipe: Arc::new(RedisRecipe {
+                        connection,
+                        prefix: format!("{prefix}recipe:"),
+                    }),
+                    // The keys expire after the retention (10 minutes).
+                    cleanup: Box::new(|| Box::pin(async { Ok(()) })),
+                }
+            }
+        })
+    }
+}
+
+/// Prints whether each unique event was processed exactly once, and records any failure.
+fn check(summary: &Summary, failed: &mut Vec<String>, what: &str) {
+    match &summary.exactly_once {
+        Some(Ok(unique)) => eprintln!("     exactly once: yes ({unique} unique events)"),
+        Some(Err(problem)) => {
+            eprintln!("     exactly once: NO: {problem}");
+            failed.push(format!("{what}: {problem}"));
+        }
+        None => {}
+    }
+    if !summary.failures.is_empty() {
+        failed.push(format!("{what}: non-2xx answers {:?}", summary.failures));
+    }
+}
+
+fn report_pair(baseline: &Summary, layered: &Summary, failed: &mut Vec<String>, what: &str) {
+    let ratio = layered.requests_per_second / baseline.requests_per_second;
+    eprintln!(
+        "  => {what}: with/without = {ratio:.3}x requests/s; p50 {:.2}x, p99 {:.2}x",
+        f64::from(layered.p50_us) / f64::from(baseline.p50_us.max(1)),
+        f64::from(layered.p99_us) / f64::from(baseline.p99_us.max(1)),
+    );
+    check(layered, failed, what);
+}
+
+/// Prints the layer's throughput over a database store against its raw recipe's: the median
+/// of the per-round ratios (the variants ran in turns, so round `i` of each saw the same
+/// background load) with their range, and the latency ratios.
+fn report_against_recipe(name: &str, layered: &[RunResult], raw: &[RunResult]) {
+    let ratios: Vec<f64> = layered
+        .iter()
+        .zip(raw)
+        .map(|(layered, raw)| layered.requests_per_second() / raw.requests_per_second())
+        .collect();
+    let (layered, raw) = (Summary::of(layered), Summary::of(raw));
+    eprintln!(
+        "  => {name}: layer / raw recipe = {:.3}x requests/s (per-round ratios {:.3}–{:.3}); p50 {:.2}x, p99 {:.2}x",
+        median(&ratios),
+        ratios.iter().copied().fold(f64::INFINITY, f64::min),
+        ratios.iter().copied().fold(0.0, f64::max),
+        f64::from(layered.p50_us) / f64::from(raw.p50_us.max(1)),
+        f64::from(layered.p99_us) / f64::from(raw.p99_us.max(1)),
+    );
+}
+
+/// The command line; each option can be set by its environment variable too.
+#[derive(Debug, Parser)]
+#[command(
+    name = "http-load",
+    about = "Drives the same axum app without and with SanghoWebhookLayer (and the stores' raw recipes) with the same HTTP load, and prints the ratios"
+)]
+struct Args {
+    /// A short, light load that only checks the harness (each option below still applies)
+    #[arg(long)]
+    quick: bool,
+    /// Seconds measured per round [default: 1; 0.2 with --quick]
+    #[arg(long, value_name = "SECONDS", env = "SANGHO_LOAD_SECONDS")]
+    seconds: Option<f64>,
+    /// Keep-alive connections [default: 64; 4 with --quick]
+    #[arg(long, value_name = "N", env = "SANGHO_LOAD_CONNECTIONS")]
+    connections: Option<usize>,
+    /// Rounds per variant [default: 5; 1 with --quick]
+    #[arg(long, value_name = "N", env = "SANGHO_LOAD_ROUNDS")]
+    rounds: Option<usize>,
+    /// The database stores, comma-separated: postgres, sqlite, redis [default: sqlite, and
+    /// postgres and redis when SANGHO_TEST_POSTGRES_URL / SANGHO_TEST_REDIS_URL is set]
+    #[arg(long, value_name = "LIST", env = "SANGHO_LOAD_STORES")]
+    stores: Option<String>,
+    /// 0 leaves out the variants without a database (bare, by hand, null store, MokaStore)
+    #[arg(
+        long,
+        value_name = "0|1",
+        env = "SANGHO_LOAD_IN_MEMORY",
+        default_value = "1"
+    )]
+    in_memory: String,
+}
+
+async fn main_async(args: Args) -> Result<(), BoxError> {
+    let full = !args.quick;
+    let seconds = args.seconds.unwrap_or(if full { 1.0 } else { 0.2 });
+    let connections = args.connections.unwrap_or(if full { 64 } else { 4 });
+    let rounds = args.rounds.unwrap_or(if full { 5 } else { 1 });
+    let unique = Load {
+        connections,
+        warm_up: if full {
+            Duration::from_millis(250)
+        } else {
+            Duration::from_millis(50)
+        },
+        measure: Duration::from_secs_f64(seconds),
+        redeliver_every: 0,
+    };
+    let redeliveries = Load {
+        redeliver_every: 5,
+        ..unique
+    };
+    eprintln!(
+        "http_load: {} keep-alive connections; {rounds} rounds per variant, taking turns, each {:?} warm-up + {:?} measured; {} B events; {} worker threads",
+        unique.connections,
+        unique.warm_up,
+        unique.measure,
+        EVENT_SIZE,
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+
+    let in_memory = args.in_memory != "0";
+    let kinds = Kind::selected(args.stores.as_deref())?;
+    eprintln!(
+        "database stores: {:?}; variants without a database: {}",
+        kinds.iter().map(|kind| kind.name()).collect::<Vec<_>>(),
+        if in_memory { "yes" } else { "no" }
+    );
+
+    let mut failed = Vec::new();
+    for (mix, load) in [
+        ("unique events", unique),
+        ("20% redeliveries", redeliveries),
+    ] {
+        eprintln!("{mix}:");
+        let mut backends = Vec::with_capacity(kinds.len());
+        for kind in &kinds {
+            backends.push(kind.open().await?);
+        }
+        // The variants take turns, round after round, so that the machine's background load
+        // falls on all of them alike.
+        let (mut baseline, mut by_hand, mut null, mut moka) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        // Per backend: the layer's rounds, the raw recipe's rounds.
+        let mut on_stores: Vec<(Vec<RunResult>, Vec<RunResult>)> =
+            backends.iter().map(|_| (Vec::new(), Vec::new())).collect();
+        for _ in 0..rounds {
+            if in_memory {
+                baseline.push(run(Variant::Bare, load).await?);
+                by_hand.push(run(Variant::ByHand, load).await?);
+                let layer = layer_with(NullStore)?;
+                null.push(run(Variant::LayerNullStore(layer), load).await?);
+                let layer = layer_with(MokaStore::new())?;
+                moka.push(run(Variant::Layer(layer), load).await?);
+            }
+            for (backend, (layered, raw)) in backends.iter().zip(&mut on_stores) {
+                let layer = layer_with(backend.store.clone())?;
+                layered.push(run(Variant::Layer(layer), load).await?);
+                raw.push(run(Variant::Recipe(backend.recipe.clone()), load).await?);
+            }
+        }
+        let names: Vec<(&str, &str)> = backends
+            .iter()
+            .map(|backend| (backend.name, backend.store_name))
+            .collect();
+        for backend in backends {
+            (backend.cleanup)().await?;
+        }
+
+        let reference = in_memory.then(|| {
+            let baseline = Summary::of(&baseline);
+            baseline.print("without the layer");
+            let by_hand = Summary::of(&by_hand);
+            by_hand.print("verified + parsed by hand");
+            eprintln!(
+                "  => by hand (no deduplication) / without: {:.3}x requests/s",
+                by_hand.requests_per_second / baseline.requests_per_second
+            );
+            (baseline, by_hand)
+        });
+        let in_memory_rounds = [
+            ("NullStore: no dedup".to_owned(), &null),
+            ("MokaStore".to_owned(), &moka),
+        ];
+        let store_rounds = names
+            .iter()
+            .zip(&on_stores)
+            .map(|((_, store_name), (layered, _))| ((*store_name).to_owned(), layered));
+        for (label, rounds) in in_memory_rounds.into_iter().chain(store_rounds) {
+            if rounds.is_empty() {
+                continue;
+            }
+            let layered = Summary::of(rounds);
+            layered.print(&format!("with the layer ({label})"));
+            let what = format!("{mix}, {label}");
+            match &reference {
+                Some((baseline, by_hand)) => {
+                    report_pair(baseline, &layered, &mut failed, &what);
+                    eprintln!(
+                        "     with the layer / by hand: {:.3}x requests/s",
+                        layered.requests_per_second / by_hand.requests_per_second
+                    );
+                }
+                None => check(&layered, &mut failed, &what),
+            }
+        }
+        for ((name, _), (layered, raw)) in names.iter().zip(&on_stores) {
+            let recipe = Summary::of(raw);
+            recipe.print(&format!("raw recipe ({name})"));
+            check(&recipe, &mut failed, &format!("{mix}, raw recipe ({name})"));
+            report_against_recipe(name, layered, raw);
+        }
+    }
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        Err(failed.join("; ").into())
+    }
+}
+
+fn main() -> Result<(), BoxError> {
+    let args = Args::parse();
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(main_async(args))
+}
