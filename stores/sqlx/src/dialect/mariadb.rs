@@ -8,7 +8,7 @@ use sqlx::{
     mysql::{MySqlConnectOptions, MySqlDatabaseError, MySqlPoolOptions},
 };
 
-use super::{Dialect, Sealed, Templates, has_store_columns, micros, refuse_unusable};
+use super::{Dialect, Sealed, has_store_columns, micros, refuse_unusable, sealed::Templates};
 use crate::{
     Error, SqlStore,
     queries::{statement, statements},

@@ -16,7 +16,7 @@ use std::{future::Future, sync::Arc, time::Duration};
 pub use mariadb::MariaDb;
 #[cfg(feature = "postgres")]
 pub use postgres::Postgres;
-pub(crate) use sealed::{Bind, Driver, Sealed, Templates};
+pub(crate) use sealed::{Bind, Driver, Sealed};
 #[cfg(feature = "sqlite")]
 pub use sqlite::Sqlite;
 use sqlx::{

@@ -8,7 +8,7 @@ use sqlx::{
     postgres::{PgConnectOptions, PgPoolOptions},
 };
 
-use super::{Dialect, Sealed, Templates, has_store_columns, micros, refuse_unusable};
+use super::{Dialect, Sealed, has_store_columns, micros, refuse_unusable, sealed::Templates};
 use crate::{Error, SqlStore, TableName, queries::statement};
 
 /// The PostgreSQL dialect (feature `postgres`): [`PostgresStore`](crate::PostgresStore).

@@ -8,7 +8,7 @@ use sqlx::{
     sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous},
 };
 
-use super::{Dialect, Sealed, Templates, micros, refuse_unusable};
+use super::{Dialect, Sealed, micros, refuse_unusable, sealed::Templates};
 use crate::{Error, SqlStore, queries::statement};
 
 /// The SQLite dialect (feature `sqlite`): [`SqliteStore`](crate::SqliteStore).
