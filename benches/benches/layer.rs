@@ -27,14 +27,18 @@
 //! profiler.
 
 use std::{
+    convert::Infallible,
     hint::black_box,
     sync::atomic::{AtomicU64, Ordering},
     time::Duration,
 };
 
-use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use http::StatusCode;
+use criterion::{
+    BatchSize, BenchmarkGroup, Criterion, criterion_group, criterion_main, measurement::WallTime,
+};
+use http::{Request, Response, StatusCode};
 use sangho_webhook::{
+    WebhookBody,
     signature::Secret,
     store::MokaStore,
     testing::{Delivery, NullStore, fixtures},
@@ -43,7 +47,37 @@ use sangho_webhook_benches::layer::{
     EVENT_SIZE, EVENT_TYPE, Needed, at_fixed_time, claim_and_complete, delivery, handler,
     hmac_matches, timestamp_and_tag,
 };
-use tower::{Layer, ServiceExt, service_fn};
+use tower::{Layer, Service, ServiceExt, service_fn};
+
+/// Benchmarks `name`: events never seen before (a fresh id each) through `service`.
+fn new_events<S, B>(
+    group: &mut BenchmarkGroup<'_, WallTime>,
+    runtime: &tokio::runtime::Runtime,
+    name: &str,
+    service: &S,
+    secret: &Secret,
+    next_id: &AtomicU64,
+) where
+    S: Service<Request<WebhookBody>, Response = Response<B>, Error = Infallible> + Clone,
+{
+    group.bench_function(name, |b| {
+        b.to_async(runtime).iter_batched(
+            || {
+                let id = format!("evt_bench_{}", next_id.fetch_add(1, Ordering::Relaxed));
+                delivery(secret, &id).into_request()
+            },
+            |request| {
+                let service = service.clone();
+                async move {
+                    let response = service.oneshot(request).await.expect("infallible");
+                    debug_assert_eq!(response.status(), StatusCode::OK);
+                    response
+                }
+            },
+            BatchSize::SmallInput,
+        )
+    });
+}
 
 fn layer(c: &mut Criterion) {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -59,42 +93,17 @@ fn layer(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(3));
 
     let next_id = AtomicU64::new(0);
-    group.bench_function("layer/new_event", |b| {
-        b.to_async(&runtime).iter_batched(
-            || {
-                let id = format!("evt_bench_{}", next_id.fetch_add(1, Ordering::Relaxed));
-                delivery(&secret, &id).into_request()
-            },
-            |request| {
-                let service = service.clone();
-                async move {
-                    let response = service.oneshot(request).await.expect("infallible");
-                    debug_assert_eq!(response.status(), StatusCode::OK);
-                    response
-                }
-            },
-            BatchSize::SmallInput,
-        )
-    });
-
+    new_events(
+        &mut group,
+        &runtime,
+        "layer/new_event",
+        &service,
+        &secret,
+        &next_id,
+    );
     let null_store = at_fixed_time(&secret, NullStore).layer(service_fn(handler));
-    group.bench_function("layer/new_event_null_store", |b| {
-        b.to_async(&runtime).iter_batched(
-            || {
-                let id = format!("evt_bench_{}", next_id.fetch_add(1, Ordering::Relaxed));
-                delivery(&secret, &id).into_request()
-            },
-            |request| {
-                let service = null_store.clone();
-                async move {
-                    let response = service.oneshot(request).await.expect("infallible");
-                    debug_assert_eq!(response.status(), StatusCode::OK);
-                    response
-                }
-            },
-            BatchSize::SmallInput,
-        )
-    });
+    let name = "layer/new_event_null_store";
+    new_events(&mut group, &runtime, name, &null_store, &secret, &next_id);
 
     let duplicate = delivery(&secret, "evt_bench_duplicate");
     let first = runtime
