@@ -11,12 +11,12 @@ use tokio_util::task::TaskTracker;
 use tower_layer::Layer;
 
 use crate::{
-    Rejection, SanghoWebhook, rejection::RejectionResponse, renewal::Renewer, signature::Secret,
+    Rejection, SanghoWebhook,
+    renewal::Renewer,
+    signature::Secret,
     store::IdempotencyStore,
+    verify::{self, Verifier},
 };
-
-/// A source of the current time, for the timestamp tolerance check.
-pub(crate) type Clock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
 
 /// Receives Sangho webhooks: checks the signature header, buffers the body under a limit,
 /// verifies the signature, parses the event into the request extensions and processes each
@@ -51,19 +51,14 @@ pub struct SanghoWebhookLayer {
 /// Everything a [`SanghoWebhook`] needs, shared between its clones.
 #[derive(Clone)]
 pub(crate) struct Config {
-    pub(crate) secrets: Vec<Secret>,
-    pub(crate) max_body_size: usize,
-    pub(crate) tolerance: Duration,
+    pub(crate) verifier: Verifier,
     pub(crate) lease: Duration,
     pub(crate) retention: Duration,
     pub(crate) short_retention_allowed: bool,
     pub(crate) store_timeout: Duration,
     pub(crate) max_processing_time: Duration,
     pub(crate) completion_retry: Duration,
-    pub(crate) retry_after: Duration,
     pub(crate) fail_open: bool,
-    pub(crate) rejection_response: RejectionResponse,
-    pub(crate) clock: Clock,
     pub(crate) store: Arc<dyn IdempotencyStore>,
     /// The handlers still running and the background settlements, for
     /// [`SanghoWebhookLayer::drain`].
@@ -79,9 +74,9 @@ const SHORTEST: Duration = Duration::from_secs(1);
 
 impl SanghoWebhookLayer {
     /// The default body limit: 1 MiB.
-    pub const DEFAULT_MAX_BODY_SIZE: usize = 1024 * 1024;
+    pub const DEFAULT_MAX_BODY_SIZE: usize = verify::DEFAULT_MAX_BODY_SIZE;
     /// The default timestamp tolerance: 300 s.
-    pub const DEFAULT_TOLERANCE: Duration = Duration::from_secs(300);
+    pub const DEFAULT_TOLERANCE: Duration = verify::DEFAULT_TOLERANCE;
     /// The default lease of an in-flight claim: 30 s.
     pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
     /// The default retention of a completed event: 72 h. The provider never redelivers after
@@ -94,7 +89,7 @@ impl SanghoWebhookLayer {
     /// The default time a failed completion is retried for: 5 min.
     pub const DEFAULT_COMPLETION_RETRY: Duration = Duration::from_secs(300);
     /// The default `Retry-After` on 409 and 503: 5 s.
-    pub const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(5);
+    pub const DEFAULT_RETRY_AFTER: Duration = verify::DEFAULT_RETRY_AFTER;
     /// The longest lease accepted: 1 h. After a crash, the event waits for the lease before
     /// a redelivery takes it over; an hour already costs much of the provider's 48 hours.
     pub const MAX_LEASE: Duration = Duration::from_secs(3600);
@@ -125,19 +120,14 @@ impl SanghoWebhookLayer {
     pub fn builder(secret: Secret, store: impl IdempotencyStore) -> SanghoWebhookLayerBuilder {
         SanghoWebhookLayerBuilder {
             config: Config {
-                secrets: vec![secret],
-                max_body_size: Self::DEFAULT_MAX_BODY_SIZE,
-                tolerance: Self::DEFAULT_TOLERANCE,
+                verifier: Verifier::new(secret),
                 lease: Self::DEFAULT_LEASE,
                 retention: Self::DEFAULT_RETENTION,
                 short_retention_allowed: false,
                 store_timeout: Self::DEFAULT_STORE_TIMEOUT,
                 max_processing_time: Self::DEFAULT_MAX_PROCESSING_TIME,
                 completion_retry: Self::DEFAULT_COMPLETION_RETRY,
-                retry_after: Self::DEFAULT_RETRY_AFTER,
                 fail_open: false,
-                rejection_response: Arc::new(Rejection::default_response),
-                clock: Arc::new(SystemTime::now),
                 store: Arc::new(store),
                 tasks: TaskTracker::new(),
                 renewer: Renewer::default(),
@@ -182,14 +172,14 @@ impl SanghoWebhookLayerBuilder {
     /// Accepts events signed with `secret` too. During a rotation, configure the old and the
     /// new secret; remove the old one once the provider signs with the new one only.
     pub fn with_secret(mut self, secret: Secret) -> Self {
-        self.config.secrets.push(secret);
+        self.config.verifier.secrets.push(secret);
         self
     }
 
     /// Refuses bodies larger than `bytes` with 413. A `Content-Length` over the limit is refused
     /// before anything is read; a streamed body is cut off at the limit. At least 1.
     pub fn with_max_body_size(mut self, bytes: usize) -> Self {
-        self.config.max_body_size = bytes;
+        self.config.verifier.max_body_size = bytes;
         self
     }
 
@@ -197,7 +187,7 @@ impl SanghoWebhookLayerBuilder {
     /// seconds, at least 1 s). A smaller tolerance narrows the window for replays; it must
     /// stay above the clock skew between the provider and this server.
     pub fn with_tolerance(mut self, tolerance: Duration) -> Self {
-        self.config.tolerance = tolerance;
+        self.config.verifier.tolerance = tolerance;
         self
     }
 
@@ -252,7 +242,7 @@ impl SanghoWebhookLayerBuilder {
 
     /// Sends `Retry-After` with this many seconds (at least 1) on 409 and 503.
     pub fn with_retry_after(mut self, retry_after: Duration) -> Self {
-        self.config.retry_after = retry_after;
+        self.config.verifier.retry_after = retry_after;
         self
     }
 
@@ -291,7 +281,7 @@ impl SanghoWebhookLayerBuilder {
         F: Fn(&Rejection) -> http::Response<B> + Send + Sync + 'static,
         B: Into<bytes::Bytes>,
     {
-        self.config.rejection_response =
+        self.config.verifier.rejection_response =
             Arc::new(move |rejection| response(rejection).map(Into::into));
         self
     }
@@ -309,7 +299,7 @@ impl SanghoWebhookLayerBuilder {
     /// # let _ = layer;
     /// ```
     pub fn with_clock(mut self, clock: impl Fn() -> SystemTime + Send + Sync + 'static) -> Self {
-        self.config.clock = Arc::new(clock);
+        self.config.verifier.clock = Arc::new(clock);
         self
     }
 
@@ -325,7 +315,7 @@ impl SanghoWebhookLayerBuilder {
                 config.lease,
                 ConfigError::LeaseTooShort as fn(Duration) -> ConfigError,
             ),
-            (config.tolerance, ConfigError::ToleranceTooShort),
+            (config.verifier.tolerance, ConfigError::ToleranceTooShort),
             (config.store_timeout, ConfigError::StoreTimeoutTooShort),
             (
                 config.max_processing_time,
@@ -368,7 +358,7 @@ impl SanghoWebhookLayerBuilder {
                 retention: config.retention,
             });
         }
-        if config.max_body_size == 0 {
+        if config.verifier.max_body_size == 0 {
             return Err(ConfigError::EmptyBodyLimit);
         }
         Ok(SanghoWebhookLayer {
@@ -424,6 +414,19 @@ pub enum ConfigError {
     /// The body limit is zero: every delivery would be refused.
     #[error("the body limit must be at least 1 byte")]
     EmptyBodyLimit,
+    /// The inbox's receipts are not durable (a store with asynchronous commits): inbox mode
+    /// would acknowledge events that a crash then loses.
+    #[error(
+        "the inbox's receipts are not durable (asynchronous commits): inbox mode acknowledges an \
+         event only once it is durable; use a store with synchronous commits"
+    )]
+    InboxNotDurable,
+    /// A header that carries credentials was asked to be stored with the inbox's events.
+    #[error("the {0} header carries credentials and is never stored with an event")]
+    CredentialHeaderStored(http::HeaderName),
+    /// An inbox worker with no tasks would handle nothing.
+    #[error("an inbox worker needs a concurrency of at least 1")]
+    NoWorkers,
 }
 
 impl<S> Layer<S> for SanghoWebhookLayer {
@@ -449,15 +452,15 @@ impl fmt::Debug for SanghoWebhookLayerBuilder {
 impl fmt::Debug for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SanghoWebhookLayer")
-            .field("secrets", &self.secrets)
-            .field("max_body_size", &self.max_body_size)
-            .field("tolerance", &self.tolerance)
+            .field("secrets", &self.verifier.secrets)
+            .field("max_body_size", &self.verifier.max_body_size)
+            .field("tolerance", &self.verifier.tolerance)
             .field("lease", &self.lease)
             .field("max_processing_time", &self.max_processing_time)
             .field("retention", &self.retention)
             .field("store_timeout", &self.store_timeout)
             .field("completion_retry", &self.completion_retry)
-            .field("retry_after", &self.retry_after)
+            .field("retry_after", &self.verifier.retry_after)
             .field("fail_open", &self.fail_open)
             .finish_non_exhaustive()
     }

@@ -133,6 +133,7 @@ pub mod event;
 pub mod extract;
 mod future;
 mod guard;
+pub mod inbox;
 mod layer;
 mod outcome;
 mod rejection;
@@ -142,6 +143,7 @@ pub mod signature;
 pub mod store;
 #[cfg(feature = "test-util")]
 pub mod testing;
+mod verify;
 
 pub use body::{ResponseBody, WebhookBody};
 pub use drain::Drained;

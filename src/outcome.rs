@@ -51,12 +51,14 @@ pub enum Outcome {
     HandlerFailed,
     /// The handler panicked: answered 500, and the claim was released for the next delivery.
     HandlerPanicked,
+    /// Inbox mode: the event is stored durably for the workers, answered 202.
+    Stored,
 }
 
 impl Outcome {
     /// A short machine-readable name, for a metric's label: `processed`, `completion_failed`,
     /// `taken_over`, `duplicate`, `in_flight`, `refused`, `store_unavailable`,
-    /// `handler_failed` or `handler_panicked`.
+    /// `handler_failed`, `handler_panicked` or `stored`.
     ///
     /// A [`Refused`](Self::Refused) delivery is `refused` (its kind's
     /// [`code`](RejectionKind::code) says why), except the two the provider is asked to retry
@@ -80,6 +82,7 @@ impl Outcome {
             Self::Refused(_) => "refused",
             Self::HandlerFailed => "handler_failed",
             Self::HandlerPanicked => "handler_panicked",
+            Self::Stored => "stored",
         }
     }
 
@@ -87,7 +90,11 @@ impl Outcome {
     pub fn is_accepted(self) -> bool {
         matches!(
             self,
-            Self::Processed | Self::CompletionFailed | Self::TakenOver | Self::Duplicate
+            Self::Processed
+                | Self::CompletionFailed
+                | Self::TakenOver
+                | Self::Duplicate
+                | Self::Stored
         )
     }
 }

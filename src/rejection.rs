@@ -4,7 +4,6 @@ use std::{fmt, sync::Arc, time::Duration};
 
 use bytes::Bytes;
 use http::{HeaderValue, Response, StatusCode, header};
-use http_body_util::Full;
 
 use crate::{event::EventError, signature::SignatureError};
 
@@ -30,6 +29,7 @@ use crate::{event::EventError, signature::SignatureError};
 /// | [`EventIdMismatch`](Self::EventIdMismatch) | 400 | `event_id_mismatch` |
 /// | [`InFlight`](Self::InFlight) | 409, `Retry-After` | `in_flight` |
 /// | [`StoreUnavailable`](Self::StoreUnavailable) | 503, `Retry-After` | `store_unavailable` |
+/// | [`InboxWorkerRequest`](Self::InboxWorkerRequest) | 500 | `inbox_worker_request` |
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum RejectionKind {
@@ -57,6 +57,9 @@ pub enum RejectionKind {
     InFlight,
     /// The idempotency store failed or timed out.
     StoreUnavailable,
+    /// The request came from an inbox worker: the worker calls the handlers directly, and a
+    /// [`SanghoWebhookLayer`](crate::SanghoWebhookLayer) in its service is a misconfiguration.
+    InboxWorkerRequest,
 }
 
 impl RejectionKind {
@@ -66,6 +69,7 @@ impl RejectionKind {
             Self::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             Self::InFlight => StatusCode::CONFLICT,
             Self::StoreUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Self::InboxWorkerRequest => StatusCode::INTERNAL_SERVER_ERROR,
             _ => StatusCode::BAD_REQUEST,
         }
     }
@@ -85,6 +89,7 @@ impl RejectionKind {
             Self::EventIdMismatch => "event_id_mismatch",
             Self::InFlight => "in_flight",
             Self::StoreUnavailable => "store_unavailable",
+            Self::InboxWorkerRequest => "inbox_worker_request",
         }
     }
 }
@@ -210,7 +215,7 @@ impl fmt::Display for Rejection {
 
 /// The answer when the handler panicked: `500 {"error":"handler_panicked"}`. The claim was
 /// released, so the provider's next delivery processes the event.
-pub(crate) fn panicked_response() -> Response<Full<Bytes>> {
+pub(crate) fn panicked_response() -> Response<Bytes> {
     json_response(
         StatusCode::INTERNAL_SERVER_ERROR,
         br#"{"error":"handler_panicked"}"#,
@@ -218,13 +223,13 @@ pub(crate) fn panicked_response() -> Response<Full<Bytes>> {
 }
 
 /// The acknowledgement of an event processed already: `200 {"received":true,"duplicate":true}`.
-pub(crate) fn duplicate_response() -> Response<Full<Bytes>> {
+pub(crate) fn duplicate_response() -> Response<Bytes> {
     json_response(StatusCode::OK, br#"{"received":true,"duplicate":true}"#)
 }
 
 /// `status` with the JSON `body`.
-fn json_response(status: StatusCode, body: &'static [u8]) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::from_static(body)));
+fn json_response(status: StatusCode, body: &'static [u8]) -> Response<Bytes> {
+    let mut response = Response::new(Bytes::from_static(body));
     *response.status_mut() = status;
     response.headers_mut().insert(
         header::CONTENT_TYPE,

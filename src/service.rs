@@ -6,10 +6,9 @@ use std::{
     task::{Context, Poll},
 };
 
-use bytes::Bytes;
-use http::{HeaderMap, HeaderName, Request, Response, header};
+use http::{HeaderName, Request, Response};
 use http_body::Body;
-use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use http_body_util::Full;
 use tower_service::Service;
 use tracing::{Instrument, field::Empty};
 
@@ -17,9 +16,10 @@ use crate::{
     Outcome, ResponseBody, ResponseFuture, SanghoEvent, SanghoWebhookLayer, WebhookBody,
     error_chain::ErrorChain,
     guard::{ClaimGuard, Processed},
+    inbox::InboxDelivery,
     layer::Config,
     rejection::{Rejection, RejectionKind, duplicate_response, panicked_response},
-    signature::{Secret, SignatureHeader},
+    signature::Secret,
     store::{Claim, IdempotencyStore},
 };
 
@@ -132,20 +132,20 @@ where
     let (mut response, outcome) = match deliver(&config, inner, request).await? {
         Answer::Handler(response, outcome) => (response.map(ResponseBody::inner), outcome),
         Answer::Duplicate => (
-            duplicate_response().map(ResponseBody::answer),
+            duplicate_response().map(|body| ResponseBody::answer(Full::new(body))),
             Outcome::Duplicate,
         ),
         Answer::Panicked => (
-            panicked_response().map(ResponseBody::answer),
+            panicked_response().map(|body| ResponseBody::answer(Full::new(body))),
             Outcome::HandlerPanicked,
         ),
-        Answer::Refused(rejection) => {
-            let mut response = (config.rejection_response)(&rejection);
-            rejection.add_retry_after(&mut response);
-            response.extensions_mut().insert(rejection);
-            let response = response.map(|body| ResponseBody::answer(Full::new(body)));
-            (response, Outcome::from(rejection.kind()))
-        }
+        Answer::Refused(rejection) => (
+            config
+                .verifier
+                .refusal_response(rejection)
+                .map(|body| ResponseBody::answer(Full::new(body))),
+            Outcome::from(rejection.kind()),
+        ),
     };
     tracing::Span::current().record("outcome", outcome.code());
     response.extensions_mut().insert(outcome);
@@ -179,9 +179,17 @@ where
     ResBody: Send + 'static,
 {
     let (parts, body) = request.into_parts();
-    let event = match verify(config, &parts.headers, body).await {
+    if parts.extensions.get::<InboxDelivery>().is_some() {
+        tracing::error!(
+            "an inbox worker's request reached a SanghoWebhookLayer: give the worker the \
+             handlers alone, without the layer (the event was verified when it was received)"
+        );
+        let rejection = config.verifier.rejection(RejectionKind::InboxWorkerRequest);
+        return Ok(Answer::Refused(rejection));
+    }
+    let event = match config.verifier.verify(&parts.headers, body).await {
         Ok(event) => event,
-        Err(refused) => return Ok(refused),
+        Err(kind) => return Ok(Answer::Refused(config.verifier.rejection(kind))),
     };
     // From here, dropping the guard settles the claim.
     let mut guard = ClaimGuard::new(config, &event);
@@ -198,29 +206,6 @@ where
         Processed::Failed(error) => return Err(error),
         Processed::Panicked => Answer::Panicked,
     })
-}
-
-/// Verify: the checks before anything is written, then the deduplication key. The key is the
-/// signed id; an unsigned `Sangho-Event-ID` header must agree with it.
-async fn verify<B, ResBody>(
-    config: &Config,
-    headers: &HeaderMap,
-    body: B,
-) -> Result<SanghoEvent, Answer<ResBody>>
-where
-    B: Body,
-    B::Error: Into<BoxError>,
-{
-    let event = verified_event(config, headers, body)
-        .await
-        .map_err(|kind| refuse(config, kind, None))?;
-    if let Some(header_id) = headers.get(&EVENT_ID_HEADER)
-        && header_id.as_bytes() != event.id().as_bytes()
-    {
-        let kind = RejectionKind::EventIdMismatch;
-        return Err(refuse(config, kind, Some(event.id())));
-    }
-    Ok(event)
 }
 
 /// Claim: the event under the guard's fresh token. `None` when this delivery owns the event
@@ -258,74 +243,14 @@ async fn claim<B>(
     }
 }
 
-/// The declared length, the signature header and its timestamp (before any of the body is
-/// read), the body under its limit, the signature, the event.
-async fn verified_event<B>(
-    config: &Config,
-    headers: &HeaderMap,
-    body: B,
-) -> Result<SanghoEvent, RejectionKind>
-where
-    B: Body,
-    B::Error: Into<BoxError>,
-{
-    if declared_length(headers).is_some_and(|length| length > config.max_body_size as u64) {
-        return Err(RejectionKind::PayloadTooLarge);
-    }
-    let mut values = headers.get_all(&SIGNATURE_HEADER).iter();
-    let (Some(value), None) = (values.next(), values.next()) else {
-        return Err(RejectionKind::MalformedSignature);
-    };
-    let text = value
-        .to_str()
-        .map_err(|_| RejectionKind::MalformedSignature)?;
-    let signature = SignatureHeader::parse(text)?;
-    signature.check_timestamp((config.clock)(), config.tolerance)?;
-
-    let body = read_body(body, config.max_body_size).await?;
-    signature.verify(&body, &config.secrets)?;
-
-    let event = SanghoEvent::parse(body)?;
-    let span = tracing::Span::current();
-    span.record("event_id", event.id());
-    span.record("event_type", event.event_type());
-    Ok(event)
-}
-
-/// The `Content-Length` the client declared, if any.
-fn declared_length(headers: &HeaderMap) -> Option<u64> {
-    headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.parse::<u64>().ok())
-}
-
-/// Collects the body, refusing it as soon as it is known to exceed `limit`.
-async fn read_body<B>(body: B, limit: usize) -> Result<Bytes, RejectionKind>
-where
-    B: Body,
-    B::Error: Into<BoxError>,
-{
-    match Limited::new(body, limit).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(error) if error.is::<LengthLimitError>() => Err(RejectionKind::PayloadTooLarge),
-        Err(error) => {
-            tracing::debug!(error = %error, "the request body could not be read");
-            Err(RejectionKind::BodyUnreadable)
-        }
-    }
-}
-
-/// Logs the refusal (with the event id when it is known). A store failure is logged by the
-/// caller, with its cause.
+/// Logs a 409 (a store failure is logged by the caller, with its cause) and answers the
+/// refusal.
 fn refuse<B>(config: &Config, kind: RejectionKind, event_id: Option<&str>) -> Answer<B> {
-    match kind {
-        RejectionKind::InFlight => tracing::info!(
+    if kind == RejectionKind::InFlight {
+        tracing::info!(
             event_id,
             "another delivery of this event is being processed; answering 409"
-        ),
-        RejectionKind::StoreUnavailable => {}
-        _ => tracing::warn!(event_id, reason = kind.code(), "webhook delivery refused"),
+        );
     }
-    Answer::Refused(Rejection::new(kind, config.retry_after))
+    Answer::Refused(config.verifier.rejection(kind))
 }

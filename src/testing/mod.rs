@@ -15,6 +15,7 @@ pub mod conformance;
 mod delivery;
 pub mod fixtures;
 mod handler;
+pub mod inbox_conformance;
 mod model;
 mod null_store;
 mod send;
