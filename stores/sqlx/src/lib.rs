@@ -86,6 +86,7 @@
 
 pub mod dialect;
 mod error;
+mod inbox;
 mod purge;
 mod queries;
 mod store;

@@ -10,7 +10,10 @@ use std::{sync::Arc, time::Duration};
 
 use sangho_webhook::store::{Claim, StoreError};
 
-use crate::{TableName, dialect::Sealed};
+use crate::{
+    TableName,
+    dialect::{Bind, Sealed},
+};
 
 /// A store's statements, rendered once for its table and settings (never per call), with the
 /// files' comments left out.
@@ -29,6 +32,40 @@ pub(crate) struct Queries {
     pub(crate) adopt: Vec<Vec<Arc<str>>>,
     /// The purge for cron, `;` included: SQL to copy.
     pub(crate) cron_purge: String,
+    /// Inbox mode's statements (`None` where inbox mode is not available yet).
+    pub(crate) inbox: Option<InboxQueries>,
+}
+
+/// A statement and which of its operation's binds it binds, in order.
+#[derive(Debug)]
+pub(crate) struct Query {
+    pub(crate) sql: Arc<str>,
+    pub(crate) binds: &'static [usize],
+}
+
+impl Query {
+    /// The statement's binds, picked from its operation's.
+    pub(crate) fn binds<'a>(&self, operation: &[Bind<'a>]) -> Vec<Bind<'a>> {
+        self.binds.iter().map(|&bind| operation[bind]).collect()
+    }
+}
+
+/// Inbox mode's statements, rendered.
+#[derive(Debug)]
+pub(crate) struct InboxQueries {
+    pub(crate) receive: Query,
+    pub(crate) take: Query,
+    pub(crate) renew: Query,
+    pub(crate) complete: Query,
+    pub(crate) fail: Query,
+    pub(crate) abandon: Query,
+    pub(crate) state: Query,
+    pub(crate) stats: Query,
+    pub(crate) list: Query,
+    pub(crate) count: Query,
+    pub(crate) show: Query,
+    pub(crate) replay: Query,
+    pub(crate) discard: Query,
 }
 
 impl Queries {
@@ -68,7 +105,27 @@ impl Queries {
             assert_eq!(statements.len(), 1, "one statement in {file}");
             statements.remove(0)
         };
+        let query = |(file, binds): (&str, &'static [usize])| Query {
+            sql: one(file),
+            binds,
+        };
+        let inbox = templates.inbox.as_ref().map(|inbox| InboxQueries {
+            receive: query(inbox.receive),
+            take: query(inbox.take),
+            renew: query(inbox.renew),
+            complete: query(inbox.complete),
+            fail: query(inbox.fail),
+            abandon: query(inbox.abandon),
+            state: query(inbox.state),
+            stats: query(inbox.stats),
+            list: query(inbox.list),
+            count: query(inbox.count),
+            show: query(inbox.show),
+            replay: query(inbox.replay),
+            discard: query(inbox.discard),
+        });
         Self {
+            inbox,
             claim: one(templates.claim),
             state: templates.state.map(one),
             renew: one(templates.renew),

@@ -1,12 +1,20 @@
 //! [`SqlStore`]: the idempotency store over a SQL database, written once for every dialect.
 
-use std::{fmt, sync::Arc, time::Duration};
+use std::{
+    fmt,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
 
 use async_trait::async_trait;
 use sangho_webhook::store::{
     Claim, ClaimToken, Claimant, Completion, IdempotencyStore, Release, Renewal, StoreError,
 };
 use sqlx::Pool;
+use tokio::sync::Notify;
 
 use crate::{
     Error, PurgeTask, TableName,
@@ -89,6 +97,10 @@ pub struct SqlStore<D: Dialect> {
     lock_timeout: Duration,
     adopted_retention: Duration,
     queries: Arc<Queries>,
+    /// Wakes this process's inbox workers: a receipt, a replay, a notification.
+    inbox_wake: Arc<Notify>,
+    /// Set once the store listens for other processes' notifications.
+    listening: Arc<AtomicBool>,
 }
 
 impl<D: Dialect> Clone for SqlStore<D> {
@@ -100,6 +112,8 @@ impl<D: Dialect> Clone for SqlStore<D> {
             lock_timeout: self.lock_timeout,
             adopted_retention: self.adopted_retention,
             queries: self.queries.clone(),
+            inbox_wake: self.inbox_wake.clone(),
+            listening: self.listening.clone(),
         }
     }
 }
@@ -159,7 +173,20 @@ impl<D: Dialect> SqlStore<D> {
             synchronous_claims,
             lock_timeout,
             adopted_retention: Self::ADOPTED_RETENTION,
+            inbox_wake: Arc::new(Notify::new()),
+            listening: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// What wakes this process's inbox workers.
+    pub(crate) fn inbox_wake(&self) -> &Arc<Notify> {
+        &self.inbox_wake
+    }
+
+    /// Whether this call is the first to start listening for notifications.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) fn start_listening(&self) -> bool {
+        !self.listening.swap(true, Ordering::AcqRel)
     }
 
     /// The store with its statements prepared again for its current settings.
@@ -321,6 +348,11 @@ impl<D: Dialect> SqlStore<D> {
 
     fn error(&self, error: sqlx::Error) -> StoreError {
         store_error(error, self.pool.options().get_acquire_timeout())
+    }
+
+    /// A database error, as the store's operations answer it.
+    pub(crate) fn store_error(&self, error: sqlx::Error) -> StoreError {
+        self.error(error)
     }
 
     /// Runs one of the store's statements: its text answer, if any.

@@ -64,6 +64,19 @@ impl TableName {
         self.index("expires_at")
     }
 
+    /// The name of inbox mode's index of unfinished events: `idx_webhook_unfinished` for the
+    /// default table, `<table>_unfinished_idx` for any other.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) fn unfinished_index_name(&self) -> String {
+        self.index("unfinished")
+    }
+
+    /// The name of inbox mode's receipt sequence: `<table>_sequence`.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) fn sequence_name(&self) -> String {
+        format!("{}_sequence", self.0)
+    }
+
     fn index(&self, column: &str) -> String {
         if &*self.0 == Self::DEFAULT {
             format!("idx_webhook_{column}")
@@ -78,12 +91,15 @@ impl TableName {
     pub(crate) fn schema(&self, script: &str) -> String {
         const PROCESSED_AT: &str = "\u{0}processed_at_index\u{0}";
         const EXPIRES_AT: &str = "\u{0}expires_at_index\u{0}";
+        const UNFINISHED: &str = "\u{0}unfinished_index\u{0}";
         script
             .replace("idx_webhook_processed_at", PROCESSED_AT)
             .replace("idx_webhook_expires_at", EXPIRES_AT)
+            .replace("idx_webhook_unfinished", UNFINISHED)
             .replace(Self::DEFAULT, self.as_str())
             .replace(PROCESSED_AT, &self.index_name())
             .replace(EXPIRES_AT, &self.expiry_index_name())
+            .replace(UNFINISHED, &self.index("unfinished"))
     }
 }
 

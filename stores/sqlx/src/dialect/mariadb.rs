@@ -78,6 +78,7 @@ impl Sealed for MariaDb {
         adopt: &[],
         cron_purge: include_str!("../../queries/mariadb/cron_purge.sql"),
         schema: include_str!("../../migrations/mariadb.sql"),
+        inbox: None,
     };
 
     fn is_conflict(error: &dyn DatabaseError) -> bool {

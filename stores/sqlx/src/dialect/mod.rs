@@ -16,7 +16,7 @@ use std::{future::Future, sync::Arc, time::Duration};
 pub use mariadb::MariaDb;
 #[cfg(feature = "postgres")]
 pub use postgres::Postgres;
-pub(crate) use sealed::{Bind, Driver, Sealed};
+pub(crate) use sealed::{Bind, Driver, InboxTemplates, RecordRow, Sealed, SummaryRow, TakenRow};
 #[cfg(feature = "sqlite")]
 pub use sqlite::Sqlite;
 use sqlx::{
@@ -34,6 +34,22 @@ const REQUIRED_COLUMNS: [&str; 2] = ["event_id", "event_type"];
 /// version before).
 #[cfg_attr(not(any(feature = "postgres", feature = "mariadb")), allow(dead_code))]
 const STORE_COLUMNS: [&str; 4] = ["processed_at", "state", "claim_token", "expires_at"];
+
+/// The columns inbox mode adds to a table of the store's previous release.
+#[cfg_attr(not(any(feature = "postgres", feature = "mariadb")), allow(dead_code))]
+const INBOX_COLUMNS: [&str; 11] = [
+    "received_at",
+    "replayed_at",
+    "sequence",
+    "body",
+    "headers",
+    "request_path",
+    "due_at",
+    "attempts",
+    "replays",
+    "last_error",
+    "history",
+];
 
 /// Refuses an existing `table` (with the `present` columns, lower case) that lacks a column
 /// the store cannot add. An empty `present` is no table at all: fine.
@@ -62,6 +78,7 @@ fn has_store_columns(present: &[String]) -> bool {
     STORE_COLUMNS
         .iter()
         .chain(&REQUIRED_COLUMNS)
+        .chain(&INBOX_COLUMNS)
         .all(|column| present.iter().any(|present| present == *column))
 }
 
@@ -97,6 +114,14 @@ mod sealed {
         fn migrate(store: &SqlStore<Self>) -> impl Future<Output = Result<(), Error>> + Send
         where
             Self: Dialect;
+
+        /// Starts listening for inbox notifications from other processes, on the first call
+        /// for a store (the dialects with notifications: PostgreSQL's `LISTEN`). Others poll.
+        fn listen(_store: &SqlStore<Self>)
+        where
+            Self: Dialect,
+        {
+        }
 
         /// Deletes at most `batch` rows past their own expiry, and at most `batch` rows without
         /// one (written by another tool) claimed more than `retention` ago, each in one short
@@ -137,6 +162,30 @@ mod sealed {
         pub(crate) cron_purge: &'static str,
         /// The migration script (`migrations/<dialect>.sql`), for the default table.
         pub(crate) schema: &'static str,
+        /// Inbox mode's statements (`None` where inbox mode is not available yet).
+        pub(crate) inbox: Option<InboxTemplates>,
+    }
+
+    /// One statement file, and which of its operation's binds (in the order of
+    /// `queries/README.md`) it binds, in order (`?` placeholders bind by position).
+    pub(crate) type Template = (&'static str, &'static [usize]);
+
+    /// Inbox mode's SQL files (`inbox_<operation>.sql`).
+    #[derive(Debug, Clone, Copy)]
+    pub(crate) struct InboxTemplates {
+        pub(crate) receive: Template,
+        pub(crate) take: Template,
+        pub(crate) renew: Template,
+        pub(crate) complete: Template,
+        pub(crate) fail: Template,
+        pub(crate) abandon: Template,
+        pub(crate) state: Template,
+        pub(crate) stats: Template,
+        pub(crate) list: Template,
+        pub(crate) count: Template,
+        pub(crate) show: Template,
+        pub(crate) replay: Template,
+        pub(crate) discard: Template,
     }
 
     /// A value bound to a statement.
@@ -146,6 +195,12 @@ mod sealed {
         Text(&'a str),
         /// An integer: a duration in microseconds.
         Int(i64),
+        /// Text or NULL: a filter's condition.
+        OptText(Option<&'a str>),
+        /// An integer or NULL: a filter's time, in Unix milliseconds.
+        OptInt(Option<i64>),
+        /// Bytes: a body.
+        Bytes(&'a [u8]),
     }
 
     /// What the store needs of a sqlx database: running a statement with its binds and reading
@@ -165,7 +220,77 @@ mod sealed {
             sql: &'a Arc<str>,
             binds: &'a [Bind<'a>],
         ) -> impl Future<Output = Result<Option<String>, sqlx::Error>> + Send + 'a;
+
+        /// Runs inbox mode's `take`: the taken row, if any.
+        fn fetch_taken<'a>(
+            pool: &'a Pool<Self>,
+            sql: &'a Arc<str>,
+            binds: &'a [Bind<'a>],
+        ) -> impl Future<Output = Result<Option<TakenRow>, sqlx::Error>> + Send + 'a;
+
+        /// Runs inbox mode's `list`: its rows.
+        fn fetch_summaries<'a>(
+            pool: &'a Pool<Self>,
+            sql: &'a Arc<str>,
+            binds: &'a [Bind<'a>],
+        ) -> impl Future<Output = Result<Vec<SummaryRow>, sqlx::Error>> + Send + 'a;
+
+        /// Runs inbox mode's `show`: the row, if any.
+        fn fetch_record<'a>(
+            pool: &'a Pool<Self>,
+            sql: &'a Arc<str>,
+            binds: &'a [Bind<'a>],
+        ) -> impl Future<Output = Result<Option<RecordRow>, sqlx::Error>> + Send + 'a;
+
+        /// Runs inbox mode's `stats`: its one row.
+        fn fetch_stats<'a>(
+            pool: &'a Pool<Self>,
+            sql: &'a Arc<str>,
+        ) -> impl Future<Output = Result<StatsRow, sqlx::Error>> + Send + 'a;
+
+        /// Runs a statement that answers one integer (a count).
+        fn fetch_int<'a>(
+            pool: &'a Pool<Self>,
+            sql: &'a Arc<str>,
+            binds: &'a [Bind<'a>],
+        ) -> impl Future<Output = Result<i64, sqlx::Error>> + Send + 'a;
     }
+
+    /// A taken event: id, type, body, headers, path, received and budget start (Unix ms),
+    /// attempt.
+    pub(crate) type TakenRow = (
+        String,
+        String,
+        Vec<u8>,
+        Option<String>,
+        Option<String>,
+        i64,
+        i64,
+        i64,
+    );
+
+    /// A listed event: id, type, state, received (Unix ms), attempts, last error.
+    pub(crate) type SummaryRow = (String, String, String, i64, i64, Option<String>);
+
+    /// A shown event: a [`SummaryRow`]'s columns, then due (Unix ms), replays, headers, path,
+    /// body, history.
+    pub(crate) type RecordRow = (
+        String,
+        String,
+        String,
+        i64,
+        i64,
+        Option<String>,
+        Option<i64>,
+        i64,
+        Option<String>,
+        Option<String>,
+        Vec<u8>,
+        Option<String>,
+    );
+
+    /// The stats: received, in flight, completed, dead, the oldest waiting event's age (ms).
+    pub(crate) type StatsRow = (i64, i64, i64, i64, Option<i64>);
 }
 
 /// `duration` in whole microseconds, the one duration encoding of every statement (each
@@ -182,7 +307,15 @@ where
     DB::Arguments: IntoArguments<DB>,
     for<'q> &'q str: Encode<'q, DB> + Type<DB>,
     for<'q> i64: Encode<'q, DB> + Type<DB>,
+    for<'q> Option<&'q str>: Encode<'q, DB> + Type<DB>,
+    for<'q> Option<i64>: Encode<'q, DB> + Type<DB>,
+    for<'q> &'q [u8]: Encode<'q, DB> + Type<DB>,
     for<'r> (String,): FromRow<'r, DB::Row>,
+    for<'r> (i64,): FromRow<'r, DB::Row>,
+    for<'r> TakenRow: FromRow<'r, DB::Row>,
+    for<'r> SummaryRow: FromRow<'r, DB::Row>,
+    for<'r> RecordRow: FromRow<'r, DB::Row>,
+    for<'r> sealed::StatsRow: FromRow<'r, DB::Row>,
 {
     fn fetch_text<'a>(
         pool: &'a Pool<Self>,
@@ -201,6 +334,50 @@ where
         let query = text_query::<DB>(sql, binds);
         async move { Ok(query.fetch_optional(connection).await?.map(|(text,)| text)) }
     }
+
+    fn fetch_taken<'a>(
+        pool: &'a Pool<Self>,
+        sql: &'a Arc<str>,
+        binds: &'a [Bind<'a>],
+    ) -> impl Future<Output = Result<Option<TakenRow>, sqlx::Error>> + Send + 'a {
+        let query = row_query::<DB, TakenRow>(sql, binds);
+        async move { query.fetch_optional(pool).await }
+    }
+
+    fn fetch_summaries<'a>(
+        pool: &'a Pool<Self>,
+        sql: &'a Arc<str>,
+        binds: &'a [Bind<'a>],
+    ) -> impl Future<Output = Result<Vec<SummaryRow>, sqlx::Error>> + Send + 'a {
+        let query = row_query::<DB, SummaryRow>(sql, binds);
+        async move { query.fetch_all(pool).await }
+    }
+
+    fn fetch_record<'a>(
+        pool: &'a Pool<Self>,
+        sql: &'a Arc<str>,
+        binds: &'a [Bind<'a>],
+    ) -> impl Future<Output = Result<Option<RecordRow>, sqlx::Error>> + Send + 'a {
+        let query = row_query::<DB, RecordRow>(sql, binds);
+        async move { query.fetch_optional(pool).await }
+    }
+
+    fn fetch_stats<'a>(
+        pool: &'a Pool<Self>,
+        sql: &'a Arc<str>,
+    ) -> impl Future<Output = Result<sealed::StatsRow, sqlx::Error>> + Send + 'a {
+        let query = row_query::<DB, sealed::StatsRow>(sql, &[]);
+        async move { query.fetch_one(pool).await }
+    }
+
+    fn fetch_int<'a>(
+        pool: &'a Pool<Self>,
+        sql: &'a Arc<str>,
+        binds: &'a [Bind<'a>],
+    ) -> impl Future<Output = Result<i64, sqlx::Error>> + Send + 'a {
+        let query = row_query::<DB, (i64,)>(sql, binds);
+        async move { Ok(query.fetch_one(pool).await?.0) }
+    }
 }
 
 /// `sql` with `binds`, answering one text column.
@@ -213,13 +390,37 @@ where
     DB::Arguments: IntoArguments<DB>,
     for<'q> &'q str: Encode<'q, DB> + Type<DB>,
     for<'q> i64: Encode<'q, DB> + Type<DB>,
+    for<'q> Option<&'q str>: Encode<'q, DB> + Type<DB>,
+    for<'q> Option<i64>: Encode<'q, DB> + Type<DB>,
+    for<'q> &'q [u8]: Encode<'q, DB> + Type<DB>,
     for<'r> (String,): FromRow<'r, DB::Row>,
 {
+    row_query::<DB, (String,)>(sql, binds)
+}
+
+/// `sql` with `binds`, answering rows of `Row`.
+fn row_query<'a, DB, Row>(
+    sql: &Arc<str>,
+    binds: &'a [Bind<'a>],
+) -> sqlx::query::QueryAs<'a, DB, Row, DB::Arguments>
+where
+    DB: Database,
+    DB::Arguments: IntoArguments<DB>,
+    for<'q> &'q str: Encode<'q, DB> + Type<DB>,
+    for<'q> i64: Encode<'q, DB> + Type<DB>,
+    for<'q> Option<&'q str>: Encode<'q, DB> + Type<DB>,
+    for<'q> Option<i64>: Encode<'q, DB> + Type<DB>,
+    for<'q> &'q [u8]: Encode<'q, DB> + Type<DB>,
+    for<'r> Row: FromRow<'r, DB::Row>,
+{
     binds.iter().fold(
-        sqlx::query_as::<DB, (String,)>(AssertSqlSafe(sql.clone())),
+        sqlx::query_as::<DB, Row>(AssertSqlSafe(sql.clone())),
         |query, bind| match *bind {
             Bind::Text(text) => query.bind(text),
             Bind::Int(int) => query.bind(int),
+            Bind::OptText(text) => query.bind(text),
+            Bind::OptInt(int) => query.bind(int),
+            Bind::Bytes(bytes) => query.bind(bytes),
         },
     )
 }

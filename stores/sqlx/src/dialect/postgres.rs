@@ -1,14 +1,21 @@
 //! PostgreSQL: [`PostgresStore`](crate::PostgresStore).
 
-use std::time::Duration;
+use std::{
+    sync::{Arc, Weak},
+    time::Duration,
+};
+
+use tokio::sync::Notify;
 
 use sqlx::{
     AssertSqlSafe, Connection, Executor, PgPool,
     error::DatabaseError,
-    postgres::{PgConnectOptions, PgPoolOptions},
+    postgres::{PgConnectOptions, PgListener, PgPoolOptions},
 };
 
-use super::{Dialect, Sealed, has_store_columns, micros, refuse_unusable, sealed::Templates};
+use super::{
+    Dialect, InboxTemplates, Sealed, has_store_columns, micros, refuse_unusable, sealed::Templates,
+};
 use crate::{Error, SqlStore, TableName, queries::statement};
 
 /// The PostgreSQL dialect (feature `postgres`): [`PostgresStore`](crate::PostgresStore).
@@ -18,8 +25,12 @@ pub struct Postgres;
 /// The table's columns (none: no table).
 const COLUMNS: &str = include_str!("../../queries/postgres/columns.sql");
 
-/// Whether both indexes exist.
-const INDEXES: &str = include_str!("../../queries/postgres/indexes.sql");
+/// Whether the table is up to date besides its columns.
+const TABLE_STATE: &str = include_str!("../../queries/postgres/table_state.sql");
+
+/// Takes and gives back the lock of the concurrent index builds.
+const INDEX_LOCK: &str = include_str!("../../queries/postgres/index_lock.sql");
+const INDEX_UNLOCK: &str = include_str!("../../queries/postgres/index_unlock.sql");
 
 /// The isolation level of the store's own connections.
 const SESSION: &str = include_str!("../../queries/postgres/session.sql");
@@ -29,6 +40,15 @@ const MIGRATION_LOCK: &str = include_str!("../../queries/postgres/migration_lock
 
 /// The lock timeout and the log level of the migration script's run.
 const UPGRADE_SETTINGS: &str = include_str!("../../queries/postgres/upgrade_settings.sql");
+
+/// Whether an index is missing, invalid (a `CREATE INDEX CONCURRENTLY` that failed) or valid.
+const INDEX_STATE: &str = include_str!("../../queries/postgres/index_state.sql");
+
+/// Drops the unfinished events' index when it is invalid.
+const DROP_INVALID_INDEX: &str = include_str!("../../queries/postgres/drop_invalid_index.sql");
+
+/// The line of the migration script after which its statements run outside a transaction.
+const OUTSIDE_A_TRANSACTION: &str = "-- Outside a transaction";
 
 /// How long a migration waits for another replica's migration.
 const MIGRATION_LOCK_TIMEOUT: Duration = Duration::from_secs(30);
@@ -61,6 +81,51 @@ impl Sealed for Postgres {
         adopt: &[],
         cron_purge: include_str!("../../queries/postgres/cron_purge.sql"),
         schema: include_str!("../../migrations/postgres.sql"),
+        inbox: Some(InboxTemplates {
+            receive: (
+                include_str!("../../queries/postgres/inbox_receive.sql"),
+                &[0, 1, 2, 3, 4],
+            ),
+            take: (
+                include_str!("../../queries/postgres/inbox_take.sql"),
+                &[0, 1],
+            ),
+            renew: (
+                include_str!("../../queries/postgres/inbox_renew.sql"),
+                &[0, 1, 2],
+            ),
+            complete: (
+                include_str!("../../queries/postgres/inbox_complete.sql"),
+                &[0, 1, 2],
+            ),
+            fail: (
+                include_str!("../../queries/postgres/inbox_fail.sql"),
+                &[0, 1, 2, 3, 4],
+            ),
+            abandon: (
+                include_str!("../../queries/postgres/inbox_abandon.sql"),
+                &[0, 1],
+            ),
+            state: (include_str!("../../queries/postgres/inbox_state.sql"), &[0]),
+            stats: (include_str!("../../queries/postgres/inbox_stats.sql"), &[]),
+            list: (
+                include_str!("../../queries/postgres/inbox_list.sql"),
+                &[0, 1, 2, 3, 4],
+            ),
+            count: (
+                include_str!("../../queries/postgres/inbox_count.sql"),
+                &[0, 1, 2, 3],
+            ),
+            show: (include_str!("../../queries/postgres/inbox_show.sql"), &[0]),
+            replay: (
+                include_str!("../../queries/postgres/inbox_replay.sql"),
+                &[0, 1, 2],
+            ),
+            discard: (
+                include_str!("../../queries/postgres/inbox_discard.sql"),
+                &[0],
+            ),
+        }),
     };
 
     fn is_conflict(error: &dyn DatabaseError) -> bool {
@@ -74,39 +139,24 @@ impl Sealed for Postgres {
         // with `IF NOT EXISTS`).
         let present = columns(store.pool(), table).await?;
         refuse_unusable(table, &present)?;
-        let indexed: bool = sqlx::query_scalar(AssertSqlSafe(statement(INDEXES)))
-            .bind(table.index_name())
-            .bind(table.expiry_index_name())
-            .fetch_one(store.pool())
-            .await?;
-        if has_store_columns(&present) && indexed {
-            return Ok(());
+        let (ready, indexed) = table_state(store.pool(), table).await?;
+        if !(has_store_columns(&present) && ready) {
+            upgrade_table(store).await?;
         }
-        let mut transaction = store.pool().begin().await?;
-        match transaction.execute(sqlx::raw_sql(MIGRATION_LOCK)).await {
-            Err(sqlx::Error::Database(error)) if error.code().as_deref() == Some("55P03") => {
-                return Err(Error::MigrationLocked {
-                    table: table.as_str().to_owned(),
-                    waited: MIGRATION_LOCK_TIMEOUT,
-                });
-            }
-            other => other?,
-        };
-        // Another replica may have migrated meanwhile: look again, under the lock.
-        refuse_unusable(table, &columns(&mut *transaction, table).await?)?;
-        transaction.execute(sqlx::raw_sql(UPGRADE_SETTINGS)).await?;
-        let script = store.schema().replace(
-            "INTERVAL '72 hours'",
-            &format!(
-                "INTERVAL '{} microseconds'",
-                micros(store.adopted_retention())
-            ),
-        );
-        transaction
-            .execute(sqlx::raw_sql(AssertSqlSafe(script)))
-            .await?;
-        transaction.commit().await?;
+        if !indexed {
+            build_unfinished_index(store).await?;
+        }
         Ok(())
+    }
+
+    fn listen(store: &SqlStore<Self>) {
+        if store.start_listening() {
+            tokio::spawn(listen_for_receipts(
+                store.pool().clone(),
+                format!("{}_inbox", store.table()),
+                Arc::downgrade(store.inbox_wake()),
+            ));
+        }
     }
 
     async fn purge_batch(
@@ -130,6 +180,148 @@ impl Sealed for Postgres {
         transaction.commit().await?;
         Ok(u64::try_from(deleted).unwrap_or(0))
     }
+}
+
+/// Wakes this process's inbox workers on every notification of `channel` (a receipt, an
+/// abandon or a replay in another process), until the store is gone. Where `LISTEN` is
+/// unavailable (a pooler in transaction mode), the workers poll: logged once, retried every
+/// minute.
+async fn listen_for_receipts(pool: PgPool, channel: String, wake: Weak<Notify>) {
+    let mut warned = false;
+    while wake.strong_count() > 0 {
+        let listening = async {
+            let mut listener = PgListener::connect_with(&pool).await?;
+            listener.listen(&channel).await?;
+            loop {
+                let _ = listener.recv().await?;
+                match wake.upgrade() {
+                    Some(wake) => wake.notify_waiters(),
+                    None => return Ok::<_, sqlx::Error>(()),
+                }
+            }
+        };
+        if let Err(error) = listening.await {
+            if !warned {
+                tracing::warn!(
+                    %error,
+                    channel,
+                    "cannot LISTEN for inbox receipts; the workers poll instead"
+                );
+                warned = true;
+            }
+            tokio::time::sleep(Duration::from_secs(60)).await;
+        }
+    }
+}
+
+/// Whether the table is up to date besides its columns, and whether its unfinished events'
+/// index is built (see `table_state.sql`).
+async fn table_state<'c, E>(executor: E, table: &TableName) -> Result<(bool, bool), sqlx::Error>
+where
+    E: Executor<'c, Database = sqlx::Postgres>,
+{
+    sqlx::query_as(AssertSqlSafe(statement(TABLE_STATE)))
+        .bind(table.index_name())
+        .bind(table.expiry_index_name())
+        .bind(table.sequence_name())
+        .bind(table.as_str())
+        .bind(table.unfinished_index_name())
+        .fetch_one(executor)
+        .await
+}
+
+/// The part of the migration script that runs in a transaction, under the migration lock,
+/// unless another replica ran it meanwhile.
+async fn upgrade_table(store: &SqlStore<Postgres>) -> Result<(), Error> {
+    let table = store.table();
+    let mut transaction = store.pool().begin().await?;
+    match transaction.execute(sqlx::raw_sql(MIGRATION_LOCK)).await {
+        Err(sqlx::Error::Database(error)) if error.code().as_deref() == Some("55P03") => {
+            return Err(Error::MigrationLocked {
+                table: table.as_str().to_owned(),
+                waited: MIGRATION_LOCK_TIMEOUT,
+            });
+        }
+        other => other?,
+    };
+    // Another replica may have migrated meanwhile: look again, under the lock.
+    let present = columns(&mut *transaction, table).await?;
+    refuse_unusable(table, &present)?;
+    let (ready, _) = table_state(&mut *transaction, table).await?;
+    if has_store_columns(&present) && ready {
+        transaction.commit().await?;
+        return Ok(());
+    }
+    transaction.execute(sqlx::raw_sql(UPGRADE_SETTINGS)).await?;
+    let script = store.schema().replace(
+        "INTERVAL '72 hours'",
+        &format!(
+            "INTERVAL '{} microseconds'",
+            micros(store.adopted_retention())
+        ),
+    );
+    let (in_transaction, _) = script
+        .split_once(OUTSIDE_A_TRANSACTION)
+        .expect("the script's part outside a transaction");
+    transaction
+        .execute(sqlx::raw_sql(AssertSqlSafe(in_transaction.to_owned())))
+        .await?;
+    transaction.commit().await?;
+    Ok(())
+}
+
+/// The part of the migration script that runs outside a transaction: the unfinished events'
+/// index, built concurrently (receipts and claims go on meanwhile), by one replica at a time.
+async fn build_unfinished_index(store: &SqlStore<Postgres>) -> Result<(), Error> {
+    let table = store.table();
+    let mut connection = store.pool().acquire().await?;
+    let deadline = tokio::time::Instant::now() + MIGRATION_LOCK_TIMEOUT;
+    loop {
+        let locked: bool = sqlx::query_scalar(AssertSqlSafe(statement(INDEX_LOCK)))
+            .fetch_one(&mut *connection)
+            .await?;
+        if locked {
+            break;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(Error::MigrationLocked {
+                table: table.as_str().to_owned(),
+                waited: MIGRATION_LOCK_TIMEOUT,
+            });
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let built = async {
+        let unfinished = table.unfinished_index_name();
+        let state: String = sqlx::query_scalar(AssertSqlSafe(statement(INDEX_STATE)))
+            .bind(&unfinished)
+            .fetch_one(&mut *connection)
+            .await?;
+        if state == "invalid" {
+            // Under the lock nobody else builds it: an invalid index is a build that failed.
+            let drop = table.schema(&statement(DROP_INVALID_INDEX));
+            connection.execute(AssertSqlSafe(drop)).await?;
+        }
+        if state != "valid" {
+            let script = store.schema();
+            let (_, concurrently) = script
+                .split_once(OUTSIDE_A_TRANSACTION)
+                .expect("the script's part outside a transaction");
+            // The part's first line ends the marker's comment.
+            let concurrently = concurrently.split_once('\n').map_or("", |(_, rest)| rest);
+            connection
+                .execute(sqlx::raw_sql(AssertSqlSafe(concurrently.to_owned())))
+                .await?;
+        }
+        Ok::<_, sqlx::Error>(())
+    }
+    .await;
+    let unlocked = connection
+        .execute(AssertSqlSafe(statement(INDEX_UNLOCK)))
+        .await;
+    built?;
+    unlocked?;
+    Ok(())
 }
 
 /// [`PostgresStore`](crate::PostgresStore)'s own constructor and settings.

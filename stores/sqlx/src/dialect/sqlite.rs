@@ -47,6 +47,7 @@ impl Sealed for Sqlite {
         ],
         cron_purge: include_str!("../../queries/sqlite/cron_purge.sql"),
         schema: include_str!("../../migrations/sqlite.sql"),
+        inbox: None,
     };
 
     fn is_conflict(_error: &dyn DatabaseError) -> bool {

@@ -202,6 +202,15 @@ impl<S: IdempotencyStore + Clone> TestStore<S> {
     pub fn under_test(self) -> StoreUnderTest {
         StoreUnderTest::new(self.store.clone()).with_cleanup(self)
     }
+
+    /// The store as an inbox for one inbox conformance check, its table dropped after it.
+    pub fn inbox_under_test(self) -> sangho_webhook::testing::inbox_conformance::InboxUnderTest
+    where
+        S: sangho_webhook::inbox::Inbox,
+    {
+        sangho_webhook::testing::inbox_conformance::InboxUnderTest::new(self.store.clone())
+            .with_cleanup(self)
+    }
 }
 
 /// A migrated PostgreSQL store on a fresh table, over a pool of `connections`.

@@ -1,0 +1,384 @@
+//! Inbox mode over the store's table: [`Inbox`] for [`SqlStore`], written once for every
+//! dialect (each supplies its `queries/<dialect>/inbox_*.sql`).
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use sangho_webhook::{
+    inbox::{
+        Discarded, EventRecord, EventState, EventSummary, FailedAttempt, Failure, Filter, Inbox,
+        InboxStats, NextAttempt, Receipt, ReceivedEvent, Replay, Replayed, TakenEvent,
+    },
+    store::{ClaimToken, Claimant, Completion, Release, Renewal, StoreError},
+};
+
+use crate::{
+    SqlStore,
+    dialect::{Bind, Dialect, Driver, RecordRow, SummaryRow, micros},
+    queries::{InboxQueries, Query},
+};
+
+/// The most history a row keeps, in bytes (as the statements cut it).
+const HISTORY_LIMIT: usize = 8192;
+
+/// The default limit of [`Inbox::list`] when the filter sets none.
+pub(crate) const DEFAULT_LIST_LIMIT: u32 = 100;
+
+fn millis(time: SystemTime) -> i64 {
+    time.duration_since(UNIX_EPOCH).map_or(0, |since| {
+        i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
+    })
+}
+
+fn time(millis: i64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(u64::try_from(millis).unwrap_or(0))
+}
+
+fn count(value: i64) -> u32 {
+    u32::try_from(value).unwrap_or(u32::MAX)
+}
+
+fn corrupt(what: &str) -> StoreError {
+    let message = format!("the inbox's table holds {what}");
+    StoreError::backend(std::io::Error::new(
+        std::io::ErrorKind::InvalidData,
+        message,
+    ))
+}
+
+fn headers_json(headers: &[(String, String)]) -> String {
+    let pairs: Vec<[&str; 2]> = headers
+        .iter()
+        .map(|(name, value)| [name.as_str(), value.as_str()])
+        .collect();
+    serde_json::to_string(&pairs).expect("headers serialize")
+}
+
+fn headers_of(json: Option<&str>) -> Result<Vec<(String, String)>, StoreError> {
+    let Some(json) = json else {
+        return Ok(Vec::new());
+    };
+    let pairs: Vec<(String, String)> =
+        serde_json::from_str(json).map_err(|_| corrupt("headers that are not JSON pairs"))?;
+    Ok(pairs)
+}
+
+fn state_of(name: &str) -> Result<EventState, StoreError> {
+    name.parse().map_err(|_| corrupt("an unknown state"))
+}
+
+/// The history's lines, oldest first; a first line cut by the statements' bound is left out.
+fn history_of(history: Option<&str>) -> Vec<String> {
+    let history = history.unwrap_or_default();
+    let mut lines: Vec<String> = history.lines().map(str::to_owned).collect();
+    if history.len() >= HISTORY_LIMIT && !lines.is_empty() {
+        lines.remove(0);
+    }
+    lines
+}
+
+fn summary_of(row: &SummaryRow) -> Result<EventSummary, StoreError> {
+    let (event_id, event_type, state, received_ms, attempts, last_error) = row;
+    Ok(EventSummary::new(
+        event_id.clone(),
+        event_type.clone(),
+        state_of(state)?,
+        time(*received_ms),
+        count(*attempts),
+        last_error.clone(),
+    ))
+}
+
+fn record_of(row: RecordRow) -> Result<EventRecord, StoreError> {
+    let (id, kind, state, received, attempts, error, due, replays, headers, path, body, history) =
+        row;
+    let summary = summary_of(&(id, kind, state, received, attempts, error))?;
+    Ok(EventRecord::new(
+        summary,
+        due.map(time),
+        count(replays),
+        headers_of(headers.as_deref())?,
+        path.unwrap_or_default(),
+        Bytes::from(body),
+        history_of(history.as_deref()),
+    ))
+}
+
+/// A filter's binds: state, type, since and before (Unix ms), limit.
+fn filter_binds(filter: &Filter) -> [Bind<'_>; 5] {
+    [
+        Bind::OptText(filter.state.map(EventState::as_str)),
+        Bind::OptText(filter.event_type.as_deref()),
+        Bind::OptInt(filter.since.map(millis)),
+        Bind::OptInt(filter.before.map(millis)),
+        Bind::Int(i64::from(filter.limit.unwrap_or(DEFAULT_LIST_LIMIT))),
+    ]
+}
+
+impl<D: Dialect> SqlStore<D> {
+    /// Inbox mode's statements, or an error where the database has none yet.
+    fn inbox(&self) -> Result<&InboxQueries, StoreError> {
+        self.queries().inbox.as_ref().ok_or_else(|| {
+            let database = <D::Database as sqlx::Database>::NAME;
+            let message = format!("inbox mode is not available on {database}");
+            StoreError::backend(std::io::Error::new(
+                std::io::ErrorKind::Unsupported,
+                message,
+            ))
+        })
+    }
+
+    async fn inbox_text(
+        &self,
+        query: &Query,
+        binds: &[Bind<'_>],
+    ) -> Result<Option<String>, StoreError> {
+        D::Database::fetch_text(self.pool(), &query.sql, &query.binds(binds))
+            .await
+            .map_err(|error| self.store_error(error))
+    }
+
+    /// Runs an owner-checked statement: whether the token held the event.
+    async fn inbox_owned(&self, query: &Query, binds: &[Bind<'_>]) -> Result<bool, StoreError> {
+        Ok(self.inbox_text(query, binds).await?.is_some())
+    }
+
+    /// The state of an event the inbox holds, after a replay or a discard that changed nothing.
+    async fn inbox_state(&self, event_id: &str) -> Result<Option<String>, StoreError> {
+        self.inbox_text(&self.inbox()?.state, &[Bind::Text(event_id)])
+            .await
+    }
+}
+
+#[async_trait]
+impl<D: Dialect> Inbox for SqlStore<D> {
+    async fn receive(&self, event: &ReceivedEvent<'_>) -> Result<Receipt, StoreError> {
+        let headers = headers_json(event.headers);
+        let binds = [
+            Bind::Text(event.event_id),
+            Bind::Text(event.event_type),
+            Bind::Bytes(event.body),
+            Bind::Text(&headers),
+            Bind::Text(event.path),
+        ];
+        let status = self.inbox_text(&self.inbox()?.receive, &binds).await?;
+        Ok(match status.as_deref() {
+            Some("stored") => {
+                self.inbox_wake().notify_waiters();
+                Receipt::Stored
+            }
+            Some("claimed") => Receipt::ClaimedByDelivery,
+            // No row: a concurrent receipt committed the row after this statement's snapshot.
+            Some("duplicate") | None => Receipt::Duplicate,
+            Some(_) => return Err(corrupt("an unknown receipt status")),
+        })
+    }
+
+    async fn take(
+        &self,
+        token: &ClaimToken,
+        lease: Duration,
+    ) -> Result<Option<TakenEvent>, StoreError> {
+        let query = &self.inbox()?.take;
+        let binds = [Bind::Text(token.as_str()), Bind::Int(micros(lease))];
+        let row = D::Database::fetch_taken(self.pool(), &query.sql, &query.binds(&binds))
+            .await
+            .map_err(|error| self.store_error(error))?;
+        let Some((event_id, event_type, body, headers, path, received, budget, attempt)) = row
+        else {
+            return Ok(None);
+        };
+        Ok(Some(TakenEvent::new(
+            event_id,
+            event_type,
+            Bytes::from(body),
+            headers_of(headers.as_deref())?,
+            path.unwrap_or_else(|| "/".to_owned()),
+            time(received),
+            time(budget),
+            count(attempt),
+            *token,
+        )))
+    }
+
+    async fn renew(&self, claimant: &Claimant<'_>, lease: Duration) -> Result<Renewal, StoreError> {
+        let binds = [
+            Bind::Text(claimant.event_id),
+            Bind::Text(claimant.token.as_str()),
+            Bind::Int(micros(lease)),
+        ];
+        Ok(
+            match self.inbox_owned(&self.inbox()?.renew, &binds).await? {
+                true => Renewal::Held,
+                false => Renewal::TakenOver,
+            },
+        )
+    }
+
+    async fn complete(
+        &self,
+        claimant: &Claimant<'_>,
+        retention: Duration,
+    ) -> Result<Completion, StoreError> {
+        let binds = [
+            Bind::Text(claimant.event_id),
+            Bind::Text(claimant.token.as_str()),
+            Bind::Int(micros(retention)),
+        ];
+        let query = &self.inbox()?.complete;
+        Ok(match self.inbox_owned(query, &binds).await? {
+            true => Completion::Recorded,
+            false => Completion::TakenOver,
+        })
+    }
+
+    async fn fail(
+        &self,
+        claimant: &Claimant<'_>,
+        attempt: &FailedAttempt<'_>,
+    ) -> Result<Failure, StoreError> {
+        let (dead, delay) = match attempt.next {
+            NextAttempt::After(delay) => (0, micros(delay)),
+            NextAttempt::Dead => (1, 0),
+        };
+        let binds = [
+            Bind::Text(claimant.event_id),
+            Bind::Text(claimant.token.as_str()),
+            Bind::Text(attempt.error),
+            Bind::Int(dead),
+            Bind::Int(delay),
+        ];
+        Ok(match self.inbox_owned(&self.inbox()?.fail, &binds).await? {
+            true => Failure::Recorded,
+            false => Failure::NotHeld,
+        })
+    }
+
+    async fn abandon(&self, claimant: &Claimant<'_>) -> Result<Release, StoreError> {
+        let binds = [
+            Bind::Text(claimant.event_id),
+            Bind::Text(claimant.token.as_str()),
+        ];
+        Ok(
+            match self.inbox_owned(&self.inbox()?.abandon, &binds).await? {
+                true => {
+                    self.inbox_wake().notify_waiters();
+                    Release::Released
+                }
+                false => Release::NotHeld,
+            },
+        )
+    }
+
+    async fn wait_for_events(&self, at_most: Duration) {
+        D::listen(self);
+        let _ = tokio::time::timeout(at_most, self.inbox_wake().notified()).await;
+    }
+
+    fn receipts_are_durable(&self) -> bool {
+        // The receipt commits synchronously whatever the store's setting for claims; SQLite
+        // and MariaDB report their durability when `migrate` checks their settings.
+        true
+    }
+
+    async fn stats(&self) -> Result<InboxStats, StoreError> {
+        let query = &self.inbox()?.stats;
+        let (received, in_flight, completed, dead, oldest) =
+            D::Database::fetch_stats(self.pool(), &query.sql)
+                .await
+                .map_err(|error| self.store_error(error))?;
+        let count = |value: i64| u64::try_from(value).unwrap_or(0);
+        Ok(InboxStats::new(
+            count(received),
+            count(in_flight),
+            count(completed),
+            count(dead),
+            oldest.map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0))),
+        ))
+    }
+
+    async fn list(&self, filter: &Filter) -> Result<Vec<EventSummary>, StoreError> {
+        let query = &self.inbox()?.list;
+        let binds = filter_binds(filter);
+        let rows = D::Database::fetch_summaries(self.pool(), &query.sql, &query.binds(&binds))
+            .await
+            .map_err(|error| self.store_error(error))?;
+        rows.iter().map(summary_of).collect()
+    }
+
+    async fn count(&self, filter: &Filter) -> Result<u64, StoreError> {
+        let query = &self.inbox()?.count;
+        let binds = filter_binds(filter);
+        let count = D::Database::fetch_int(self.pool(), &query.sql, &query.binds(&binds))
+            .await
+            .map_err(|error| self.store_error(error))?;
+        Ok(u64::try_from(count).unwrap_or(0))
+    }
+
+    async fn show(&self, event_id: &str) -> Result<Option<EventRecord>, StoreError> {
+        let query = &self.inbox()?.show;
+        let binds = [Bind::Text(event_id)];
+        let row = D::Database::fetch_record(self.pool(), &query.sql, &query.binds(&binds))
+            .await
+            .map_err(|error| self.store_error(error))?;
+        row.map(record_of).transpose()
+    }
+
+    async fn replay(&self, event_id: &str, replay: &Replay) -> Result<Replayed, StoreError> {
+        let reason = replay.reason.as_deref().unwrap_or("no reason given");
+        let binds = [
+            Bind::Text(event_id),
+            Bind::Int(i64::from(replay.force)),
+            Bind::Text(reason),
+        ];
+        if self.inbox_owned(&self.inbox()?.replay, &binds).await? {
+            self.inbox_wake().notify_waiters();
+            return Ok(Replayed::Replayed);
+        }
+        Ok(match self.inbox_state(event_id).await?.as_deref() {
+            Some("in_flight") => Replayed::InFlight,
+            Some("completed") => Replayed::Completed,
+            _ => Replayed::Unknown,
+        })
+    }
+
+    async fn discard(&self, event_id: &str) -> Result<Discarded, StoreError> {
+        let binds = [Bind::Text(event_id)];
+        if self.inbox_owned(&self.inbox()?.discard, &binds).await? {
+            return Ok(Discarded::Discarded);
+        }
+        Ok(match self.inbox_state(event_id).await?.as_deref() {
+            Some("in_flight") => Discarded::InFlight,
+            _ => Discarded::Unknown,
+        })
+    }
+
+    async fn purge_completed(&self, limit: u32) -> Result<u64, StoreError> {
+        D::purge_batch(self, self.adopted_retention(), u64::from(limit))
+            .await
+            .map_err(StoreError::backend)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_round_trip_as_json_pairs() {
+        let headers = vec![
+            ("content-type".to_owned(), "application/json".to_owned()),
+            ("x-a".to_owned(), "1, \"2\"".to_owned()),
+        ];
+        assert_eq!(headers_of(Some(&headers_json(&headers))).unwrap(), headers);
+        assert_eq!(headers_of(None).unwrap(), []);
+    }
+
+    #[test]
+    fn a_history_cut_at_its_bound_loses_its_first_partial_line() {
+        let full = format!("{}\nsecond\n", "x".repeat(HISTORY_LIMIT));
+        assert_eq!(history_of(Some(&full)), ["second"]);
+        assert_eq!(history_of(Some("a\nb\n")), ["a", "b"]);
+    }
+}
