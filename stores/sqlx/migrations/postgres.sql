@@ -82,7 +82,8 @@ ALTER TABLE processed_webhook_events
     ADD CONSTRAINT processed_webhook_events_state_check
         CHECK (state IN ('received', 'in_flight', 'completed', 'dead')) NOT VALID;
 
-CREATE SEQUENCE IF NOT EXISTS processed_webhook_events_sequence;
+CREATE SEQUENCE IF NOT EXISTS processed_webhook_events_sequence
+    OWNED BY processed_webhook_events.sequence;
 
 -- The rows of a table of the provider's documented schema count as completed events (never
 -- an inbox event, which keeps its expiry NULL until it is completed).
