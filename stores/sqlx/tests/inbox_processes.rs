@@ -211,7 +211,11 @@ async fn a_worker_killed_mid_handler_is_taken_over_after_its_lease() {
         took_over >= LEASE - Duration::from_millis(200),
         "taken over after the lease: {took_over:?}"
     );
-    assert_eq!(effects(&store.store).await, std::slice::from_ref(&id), "processed once");
+    assert_eq!(
+        effects(&store.store).await,
+        std::slice::from_ref(&id),
+        "processed once"
+    );
     let record = store.store.show(&id).await.unwrap().unwrap();
     assert_eq!(record.summary.attempts, 2, "the lost attempt counts");
     assert!(
@@ -247,7 +251,11 @@ async fn a_worker_killed_after_complete_in_committed_is_not_processed_again() {
     let mut survivor = start_worker(test, &format!("record {} 1", store.table()), None);
     tokio::time::sleep(LEASE * 3).await;
     sigkill(&mut survivor);
-    assert_eq!(effects(&store.store).await, std::slice::from_ref(&id), "processed once");
+    assert_eq!(
+        effects(&store.store).await,
+        std::slice::from_ref(&id),
+        "processed once"
+    );
     assert_eq!(
         store.store.show(&id).await.unwrap().unwrap().summary.state,
         EventState::Completed
