@@ -208,50 +208,46 @@ impl Sealed for MariaDb {
         migrated
     }
 
-    fn inbox_text<'a>(
+    async fn inbox_text<'a>(
         store: &'a SqlStore<Self>,
         query: &'a Query,
         binds: &'a [Bind<'a>],
-    ) -> impl Future<Output = Result<Option<String>, sqlx::Error>> + Send + 'a {
-        async move {
-            let binds = query.binds(binds);
-            let mut tries = 0;
-            loop {
-                tries += 1;
-                let answer = if query.then.is_empty() {
-                    MySql::fetch_text(store.pool(), &query.sql, &binds).await
-                } else {
-                    inbox_transaction(store, query, &binds, |connection, last| {
-                        Box::pin(MySql::fetch_text_in(connection, last, &[]))
-                    })
-                    .await
-                };
-                match answer {
-                    Err(error) if is_deadlock(&error) && tries < INBOX_TRIES => continue,
-                    answer => return answer,
-                }
+    ) -> Result<Option<String>, sqlx::Error> {
+        let binds = query.binds(binds);
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let answer = if query.then.is_empty() {
+                MySql::fetch_text(store.pool(), &query.sql, &binds).await
+            } else {
+                inbox_transaction(store, query, &binds, |connection, last| {
+                    Box::pin(MySql::fetch_text_in(connection, last, &[]))
+                })
+                .await
+            };
+            match answer {
+                Err(error) if is_deadlock(&error) && tries < INBOX_TRIES => continue,
+                answer => return answer,
             }
         }
     }
 
-    fn inbox_taken<'a>(
+    async fn inbox_taken<'a>(
         store: &'a SqlStore<Self>,
         query: &'a Query,
         binds: &'a [Bind<'a>],
-    ) -> impl Future<Output = Result<Option<TakenRow>, sqlx::Error>> + Send + 'a {
-        async move {
-            let binds = query.binds(binds);
-            let mut tries = 0;
-            loop {
-                tries += 1;
-                let answer = inbox_transaction(store, query, &binds, |connection, last| {
-                    Box::pin(row_query::<MySql, TakenRow>(last, &[]).fetch_optional(connection))
-                })
-                .await;
-                match answer {
-                    Err(error) if is_deadlock(&error) && tries < INBOX_TRIES => continue,
-                    answer => return answer,
-                }
+    ) -> Result<Option<TakenRow>, sqlx::Error> {
+        let binds = query.binds(binds);
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let answer = inbox_transaction(store, query, &binds, |connection, last| {
+                Box::pin(row_query::<MySql, TakenRow>(last, &[]).fetch_optional(connection))
+            })
+            .await;
+            match answer {
+                Err(error) if is_deadlock(&error) && tries < INBOX_TRIES => continue,
+                answer => return answer,
             }
         }
     }
@@ -387,7 +383,9 @@ impl SqlStore<MariaDb> {
     /// ([`with_lock_timeout`](Self::with_lock_timeout), error 1205) is a store failure (503).
     ///
     /// Durability is the server's: with InnoDB's default `innodb_flush_log_at_trx_commit = 1`
-    /// every claim, renewal and completion is flushed to disk before it answers.
+    /// (and `sync_binlog = 1` when the binary log is on) every receipt, claim, renewal and
+    /// completion is flushed to disk before it answers; [`migrate`](SqlStore::migrate) logs an
+    /// error for any other value (see [`MariaDbStore`](crate::MariaDbStore#the-server)).
     ///
     /// # Errors
     ///
