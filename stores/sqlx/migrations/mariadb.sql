@@ -1,5 +1,6 @@
 -- sangho-webhook-sqlx: the MariaDB schema of `MariaDbStore` (table `processed_webhook_events`).
--- MariaDB 10.5 or later (the statements use INSERT … RETURNING, which MySQL lacks).
+-- MariaDB 10.6 or later (the statements use INSERT … RETURNING, which MySQL lacks, and inbox
+-- mode's take SELECT … FOR UPDATE SKIP LOCKED).
 --
 -- Safe to run again, and on a table created with the provider's documented schema (event_id,
 -- event_type, processed_at): it keeps those columns as they are and only adds what is missing.
@@ -19,16 +20,48 @@
 --              flight: when the lease ends (then the next delivery takes the event over);
 --              completed: when the retention ends (then the event is forgotten, and the purge
 --              deletes the row). NULL (a row written by another tool): completed, until the
---              purge removes it by processed_at.
+--              purge removes it by processed_at. NULL on an inbox event until it is completed.
+--
+-- Inbox mode's columns (NULL, or 0, on the rows of the direct mode; `received_at` tells the
+-- two apart). An inbox event keeps `processed_at` and `expires_at` NULL until it is completed,
+-- so that no purge by expiry (this store's, or cron's) and no `DELETE … WHERE processed_at <
+-- …` ever deletes a waiting, in-flight or dead event. Times are UTC, as `expires_at`.
+--
+-- state        also 'received' (waiting for a worker, or for its next attempt) and 'dead'.
+-- received_at  when the receipt stored the event.
+-- replayed_at  when an operator last replayed it (the attempt budget starts again there).
+-- sequence     the order of receipt (NEXTVAL of the sequence
+--              processed_webhook_events_sequence).
+-- body         the raw signed body, byte for byte.
+-- headers      the stored headers: a JSON array of [name, value] pairs.
+-- request_path the path the event was received on.
+-- due_at       waiting: when its next attempt is due; in flight: when the worker's lease ends
+--              (then another worker takes it over).
+-- attempts     the attempts since the receipt or the last replay.
+-- replays      how many times an operator replayed it.
+-- last_error   the last failed attempt's excerpt of the status or error.
+-- history      every failed attempt, lost lease and replay, one line each with its time (the
+--              last 8192 characters).
 
 CREATE TABLE IF NOT EXISTS processed_webhook_events (
     event_id     VARCHAR(50)  CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY,
     event_type   VARCHAR(100) NOT NULL,
     processed_at DATETIME(6)  DEFAULT (UTC_TIMESTAMP(6)),
     state        VARCHAR(9)   CHARACTER SET ascii NOT NULL DEFAULT 'completed'
-        CHECK (state IN ('in_flight', 'completed')),
+        CHECK (state IN ('received', 'in_flight', 'completed', 'dead')),
     claim_token  CHAR(32)     CHARACTER SET ascii COLLATE ascii_bin,
-    expires_at   DATETIME(6)
+    expires_at   DATETIME(6),
+    received_at  DATETIME(6),
+    replayed_at  DATETIME(6),
+    sequence     BIGINT,
+    body         LONGBLOB,
+    headers      TEXT         CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    request_path TEXT         CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    due_at       DATETIME(6),
+    attempts     INT          NOT NULL DEFAULT 0,
+    replays      INT          NOT NULL DEFAULT 0,
+    last_error   TEXT         CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    history      TEXT         CHARACTER SET utf8mb4 COLLATE utf8mb4_bin
 ) ENGINE = InnoDB;
 
 -- A table of the provider's documented schema: add the store's columns, and give the rows
@@ -40,9 +73,36 @@ ALTER TABLE processed_webhook_events
     ADD COLUMN IF NOT EXISTS claim_token CHAR(32) CHARACTER SET ascii COLLATE ascii_bin,
     ADD COLUMN IF NOT EXISTS expires_at DATETIME(6);
 
+-- A table of the store's previous release: add inbox mode's columns, a change of the data
+-- dictionary only (ALGORITHM=INSTANT: no copy or rebuild of the table), and let the state
+-- column hold inbox mode's states (its CHECK replaced, instantly too: the rows already there
+-- hold the old states, which the new check allows).
+ALTER TABLE processed_webhook_events
+    ADD COLUMN IF NOT EXISTS received_at DATETIME(6),
+    ADD COLUMN IF NOT EXISTS replayed_at DATETIME(6),
+    ADD COLUMN IF NOT EXISTS sequence BIGINT,
+    ADD COLUMN IF NOT EXISTS body LONGBLOB,
+    ADD COLUMN IF NOT EXISTS headers TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    ADD COLUMN IF NOT EXISTS request_path TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    ADD COLUMN IF NOT EXISTS due_at DATETIME(6),
+    ADD COLUMN IF NOT EXISTS attempts INT NOT NULL DEFAULT 0,
+    ADD COLUMN IF NOT EXISTS replays INT NOT NULL DEFAULT 0,
+    ADD COLUMN IF NOT EXISTS last_error TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    ADD COLUMN IF NOT EXISTS history TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    ALGORITHM = INSTANT;
+
+ALTER TABLE processed_webhook_events
+    MODIFY state VARCHAR(9) CHARACTER SET ascii NOT NULL DEFAULT 'completed'
+        CHECK (state IN ('received', 'in_flight', 'completed', 'dead')),
+    ALGORITHM = INSTANT;
+
+CREATE SEQUENCE IF NOT EXISTS processed_webhook_events_sequence;
+
+-- The rows of a table of the provider's documented schema count as completed events (never
+-- an inbox event, which keeps its expiry NULL until it is completed).
 UPDATE processed_webhook_events
 SET expires_at = COALESCE(processed_at, UTC_TIMESTAMP(6)) + INTERVAL 72 HOUR
-WHERE expires_at IS NULL;
+WHERE expires_at IS NULL AND received_at IS NULL;
 
 CREATE INDEX IF NOT EXISTS idx_webhook_processed_at
     ON processed_webhook_events (processed_at);
@@ -50,3 +110,8 @@ CREATE INDEX IF NOT EXISTS idx_webhook_processed_at
 -- The purge deletes by each row's own expiry.
 CREATE INDEX IF NOT EXISTS idx_webhook_expires_at
     ON processed_webhook_events (expires_at);
+
+-- Inbox mode's take reads the unfinished events in the order of receipt. Built in place
+-- (ALGORITHM=INPLACE, LOCK=NONE: receipts and claims go on meanwhile).
+CREATE INDEX IF NOT EXISTS idx_webhook_unfinished
+    ON processed_webhook_events (state, sequence) ALGORITHM = INPLACE LOCK = NONE;

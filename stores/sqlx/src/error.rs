@@ -48,6 +48,14 @@ pub enum Error {
         /// How long it waited.
         waited: Duration,
     },
+    /// [`migrate`](crate::SqlStore::migrate) found a MariaDB server older than 10.6, the first
+    /// with `SELECT … FOR UPDATE SKIP LOCKED` (inbox mode's take), or a server that is not
+    /// MariaDB; nothing was changed. Upgrade the server.
+    #[error("MariaDB 10.6 or later is required; the server is version {version}")]
+    UnsupportedServer {
+        /// The server's version, as it reports it (`SELECT VERSION()`).
+        version: String,
+    },
     /// The database reported an error (kept as the source).
     #[error("database error")]
     Database(#[from] sqlx::Error),

@@ -134,7 +134,7 @@ impl<D: Dialect> SqlStore<D> {
         query: &Query,
         binds: &[Bind<'_>],
     ) -> Result<Option<String>, StoreError> {
-        D::Database::fetch_text(self.pool(), &query.sql, &query.binds(binds))
+        D::inbox_text(self, query, binds)
             .await
             .map_err(|error| self.store_error(error))
     }
@@ -182,7 +182,7 @@ impl<D: Dialect> Inbox for SqlStore<D> {
     ) -> Result<Option<TakenEvent>, StoreError> {
         let query = &self.inbox()?.take;
         let binds = [Bind::Text(token.as_str()), Bind::Int(micros(lease))];
-        let row = D::Database::fetch_taken(self.pool(), &query.sql, &query.binds(&binds))
+        let row = D::inbox_taken(self, query, &binds)
             .await
             .map_err(|error| self.store_error(error))?;
         let Some((event_id, event_type, body, headers, path, received, budget, attempt)) = row

@@ -4,7 +4,7 @@
 //! | --- | --- | --- |
 //! | [`PostgresStore`] | `postgres` (default) | PostgreSQL: several replicas sharing one database |
 //! | [`SqliteStore`] | `sqlite` (default, SQLite bundled) | SQLite: one server, or processes on one machine |
-//! | `MariaDbStore` | `mariadb` | MariaDB 10.5 or later, shared by several replicas. MySQL is not supported: the statements need `INSERT … RETURNING`, which only MariaDB has |
+//! | `MariaDbStore` | `mariadb` | MariaDB 10.6 or later, shared by several replicas. MySQL is not supported: the statements need `INSERT … RETURNING`, which only MariaDB has |
 //!
 //! All three are one engine, [`SqlStore`], over a [`Dialect`](dialect::Dialect) that supplies
 //! the database's SQL.
@@ -165,14 +165,40 @@ pub type PostgresStore = SqlStore<dialect::Postgres>;
 #[cfg(feature = "sqlite")]
 pub type SqliteStore = SqlStore<dialect::Sqlite>;
 
-/// The idempotency store over MariaDB 10.5 or later (feature `mariadb`): durable, and shared by
-/// every replica that uses the same database. See [`SqlStore`] for how it works, and the
+/// The idempotency store over MariaDB 10.6 or later (feature `mariadb`): durable, and shared by
+/// every replica that uses the same database; also an [`Inbox`](sangho_webhook::inbox::Inbox)
+/// for inbox mode, in the same table. See [`SqlStore`] for how it works, and the
 /// [`connect`](SqlStore::<dialect::MariaDb>::connect) and
 /// [`with_lock_timeout`](SqlStore::<dialect::MariaDb>::with_lock_timeout) of this dialect.
 /// MySQL is not supported: the statements need `INSERT … RETURNING`, which only MariaDB has.
 ///
 /// `event_id` is ASCII compared byte for byte (event ids are case-sensitive); every time is
 /// the server's `UTC_TIMESTAMP(6)`, whatever its time zone.
+///
+/// # The server
+///
+/// [`migrate`](SqlStore::migrate) refuses a server older than MariaDB 10.6 with
+/// [`Error::UnsupportedServer`], naming the version it found: inbox mode's workers take events
+/// with `SELECT … FOR UPDATE SKIP LOCKED`, which 10.6 introduced.
+///
+/// It also checks that a commit is durable once it answers: `innodb_flush_log_at_trx_commit`
+/// must be `1` (InnoDB's default), and with the binary log on, `sync_binlog` must be `1` too.
+/// With any other value a crash of the server can lose the last commits before it: an inbox
+/// receipt the provider was told was stored, or a claim or a completion. `migrate` then logs
+/// an error naming the setting and its value, and goes on (the direct mode still works, with
+/// that risk); set both to `1` before you rely on inbox mode. An acknowledged receipt survives
+/// a failover to a replica only with semi-synchronous replication; with asynchronous
+/// replication the last receipts before a failover can be lost.
+///
+/// # Inbox mode
+///
+/// Receipts are one statement each (`INSERT … ON DUPLICATE KEY UPDATE … RETURNING`), committed
+/// on their own. MariaDB has no `UPDATE … RETURNING`, so a take, a renewal, a completion, a
+/// failure, an abandon and a replay each run as one short transaction at READ COMMITTED: the
+/// event's row is locked (`SELECT … FOR UPDATE`, `SKIP LOCKED` for a take, so that concurrent
+/// workers pass over each other's rows), updated, and read back. A transaction InnoDB aborts
+/// on a deadlock changed nothing and is run again, up to three times. The workers poll (no
+/// notifications between processes on MariaDB).
 ///
 /// ```no_run
 /// use std::time::Duration;

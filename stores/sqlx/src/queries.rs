@@ -36,11 +36,14 @@ pub(crate) struct Queries {
     pub(crate) inbox: Option<InboxQueries>,
 }
 
-/// A statement and which of its operation's binds it binds, in order.
+/// A statement and which of its operation's binds it binds, in order; and the statements of
+/// its file after it, which bind nothing (a dialect that runs them, in one transaction with
+/// the first, overrides `Sealed::inbox_text` and `Sealed::inbox_taken`).
 #[derive(Debug)]
-pub(crate) struct Query {
+pub struct Query {
     pub(crate) sql: Arc<str>,
     pub(crate) binds: &'static [usize],
+    pub(crate) then: Vec<Arc<str>>,
 }
 
 impl Query {
@@ -105,9 +108,15 @@ impl Queries {
             assert_eq!(statements.len(), 1, "one statement in {file}");
             statements.remove(0)
         };
-        let query = |(file, binds): (&str, &'static [usize])| Query {
-            sql: one(file),
-            binds,
+        let query = |(file, binds): (&str, &'static [usize])| {
+            let mut statements = render(file);
+            assert!(!statements.is_empty(), "a statement in {file}");
+            let sql = statements.remove(0);
+            Query {
+                sql,
+                binds,
+                then: statements,
+            }
         };
         let inbox = templates.inbox.as_ref().map(|inbox| InboxQueries {
             receive: query(inbox.receive),

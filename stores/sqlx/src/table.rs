@@ -66,13 +66,13 @@ impl TableName {
 
     /// The name of inbox mode's index of unfinished events: `idx_webhook_unfinished` for the
     /// default table, `<table>_unfinished_idx` for any other.
-    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "postgres", feature = "mariadb")), allow(dead_code))]
     pub(crate) fn unfinished_index_name(&self) -> String {
         self.index("unfinished")
     }
 
     /// The name of inbox mode's receipt sequence: `<table>_sequence`.
-    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "postgres", feature = "mariadb")), allow(dead_code))]
     pub(crate) fn sequence_name(&self) -> String {
         format!("{}_sequence", self.0)
     }

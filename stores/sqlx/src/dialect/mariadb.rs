@@ -3,18 +3,21 @@
 use std::{sync::Arc, time::Duration};
 
 use sqlx::{
-    AssertSqlSafe, Executor,
+    AssertSqlSafe, Connection, Executor, MySql,
     error::DatabaseError,
-    mysql::{MySqlConnectOptions, MySqlDatabaseError, MySqlPoolOptions},
+    mysql::{MySqlConnectOptions, MySqlConnection, MySqlDatabaseError, MySqlPoolOptions},
 };
 
-use super::{Dialect, Sealed, has_store_columns, micros, refuse_unusable, sealed::Templates};
+use super::{
+    Bind, Dialect, Driver, InboxTemplates, Sealed, TakenRow, has_store_columns, micros,
+    refuse_unusable, row_query, sealed::Templates,
+};
 use crate::{
     Error, SqlStore,
-    queries::{statement, statements},
+    queries::{Query, statement, statements},
 };
 
-/// The MariaDB dialect (feature `mariadb`, MariaDB 10.5 or later):
+/// The MariaDB dialect (feature `mariadb`, MariaDB 10.6 or later):
 /// [`MariaDbStore`](crate::MariaDbStore). MySQL is not supported: the statements need
 /// `INSERT … RETURNING` and `DELETE … RETURNING`, which only MariaDB has.
 #[derive(Debug, Clone, Copy)]
@@ -40,8 +43,21 @@ const MIGRATION_TIME_ZONE_RESTORE: &str =
 /// The table's columns (none: no table).
 const COLUMNS: &str = include_str!("../../queries/mariadb/columns.sql");
 
-/// How many of the two indexes exist.
+/// Whether the table is up to date besides its columns: 5 when it is.
 const INDEXES: &str = include_str!("../../queries/mariadb/indexes.sql");
+
+/// The server's version and its flush settings.
+const SERVER: &str = include_str!("../../queries/mariadb/server.sql");
+
+/// The isolation level of the transaction of an inbox operation of several statements.
+const INBOX_TRANSACTION: &str = include_str!("../../queries/mariadb/inbox_transaction.sql");
+
+/// How many times an inbox operation runs when InnoDB aborts it on a deadlock (it changed
+/// nothing then).
+const INBOX_TRIES: u32 = 3;
+
+/// The oldest MariaDB `migrate` accepts: 10.6, the first with `SKIP LOCKED`.
+const OLDEST_SERVER: (u32, u32) = (10, 6);
 
 /// How long a migration waits for another replica's migration.
 const MIGRATION_LOCK_TIMEOUT: Duration = Duration::from_secs(10);
@@ -78,7 +94,51 @@ impl Sealed for MariaDb {
         adopt: &[],
         cron_purge: include_str!("../../queries/mariadb/cron_purge.sql"),
         schema: include_str!("../../migrations/mariadb.sql"),
-        inbox: None,
+        inbox: Some(InboxTemplates {
+            receive: (
+                include_str!("../../queries/mariadb/inbox_receive.sql"),
+                &[0, 1, 2, 3, 4],
+            ),
+            take: (
+                include_str!("../../queries/mariadb/inbox_take.sql"),
+                &[0, 1],
+            ),
+            renew: (
+                include_str!("../../queries/mariadb/inbox_renew.sql"),
+                &[0, 1, 2],
+            ),
+            complete: (
+                include_str!("../../queries/mariadb/inbox_complete.sql"),
+                &[0, 1, 2],
+            ),
+            fail: (
+                include_str!("../../queries/mariadb/inbox_fail.sql"),
+                &[0, 1, 2, 3, 4],
+            ),
+            abandon: (
+                include_str!("../../queries/mariadb/inbox_abandon.sql"),
+                &[0, 1],
+            ),
+            state: (include_str!("../../queries/mariadb/inbox_state.sql"), &[0]),
+            stats: (include_str!("../../queries/mariadb/inbox_stats.sql"), &[]),
+            list: (
+                include_str!("../../queries/mariadb/inbox_list.sql"),
+                &[0, 0, 1, 1, 2, 2, 3, 3, 4],
+            ),
+            count: (
+                include_str!("../../queries/mariadb/inbox_count.sql"),
+                &[0, 0, 1, 1, 2, 2, 3, 3],
+            ),
+            show: (include_str!("../../queries/mariadb/inbox_show.sql"), &[0]),
+            replay: (
+                include_str!("../../queries/mariadb/inbox_replay.sql"),
+                &[0, 1, 2],
+            ),
+            discard: (
+                include_str!("../../queries/mariadb/inbox_discard.sql"),
+                &[0],
+            ),
+        }),
     };
 
     fn is_conflict(error: &dyn DatabaseError) -> bool {
@@ -91,15 +151,19 @@ impl Sealed for MariaDb {
     async fn migrate(store: &SqlStore<Self>) -> Result<(), Error> {
         let table = store.table();
         let mut connection = store.pool().acquire().await?;
+        check_server(&mut connection).await?;
         let present = columns(&mut connection, table).await?;
         refuse_unusable(table, &present)?;
-        let (indexes,): (i64,) = sqlx::query_as(AssertSqlSafe(statement(INDEXES)))
+        let (ready,): (i64,) = sqlx::query_as(AssertSqlSafe(statement(INDEXES)))
             .bind(table.as_str())
             .bind(table.index_name())
             .bind(table.expiry_index_name())
+            .bind(table.unfinished_index_name())
+            .bind(table.sequence_name())
+            .bind(table.as_str())
             .fetch_one(&mut *connection)
             .await?;
-        if has_store_columns(&present) && indexes == 2 {
+        if has_store_columns(&present) && ready == 5 {
             return Ok(());
         }
         let (locked,): (Option<i64>,) = sqlx::query_as(AssertSqlSafe(statement(MIGRATION_LOCK)))
@@ -144,6 +208,50 @@ impl Sealed for MariaDb {
         migrated
     }
 
+    async fn inbox_text<'a>(
+        store: &'a SqlStore<Self>,
+        query: &'a Query,
+        binds: &'a [Bind<'a>],
+    ) -> Result<Option<String>, sqlx::Error> {
+        let binds = query.binds(binds);
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let answer = if query.then.is_empty() {
+                MySql::fetch_text(store.pool(), &query.sql, &binds).await
+            } else {
+                inbox_transaction(store, query, &binds, |connection, last| {
+                    Box::pin(MySql::fetch_text_in(connection, last, &[]))
+                })
+                .await
+            };
+            match answer {
+                Err(error) if is_deadlock(&error) && tries < INBOX_TRIES => continue,
+                answer => return answer,
+            }
+        }
+    }
+
+    async fn inbox_taken<'a>(
+        store: &'a SqlStore<Self>,
+        query: &'a Query,
+        binds: &'a [Bind<'a>],
+    ) -> Result<Option<TakenRow>, sqlx::Error> {
+        let binds = query.binds(binds);
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let answer = inbox_transaction(store, query, &binds, |connection, last| {
+                Box::pin(row_query::<MySql, TakenRow>(last, &[]).fetch_optional(connection))
+            })
+            .await;
+            match answer {
+                Err(error) if is_deadlock(&error) && tries < INBOX_TRIES => continue,
+                answer => return answer,
+            }
+        }
+    }
+
     async fn purge_batch(
         store: &SqlStore<Self>,
         retention: Duration,
@@ -166,6 +274,85 @@ impl Sealed for MariaDb {
             .rows_affected();
         Ok(expired + unexpiring)
     }
+}
+
+/// Whether InnoDB aborted the statement (or its transaction) on a deadlock.
+fn is_deadlock(error: &sqlx::Error) -> bool {
+    matches!(error, sqlx::Error::Database(error) if MariaDb::is_conflict(&**error))
+}
+
+/// The answer of an inbox operation's last statement, read on the transaction's connection.
+type Answer<'c, T> = std::pin::Pin<Box<dyn Future<Output = Result<T, sqlx::Error>> + Send + 'c>>;
+
+/// Runs an inbox operation of several statements in one transaction at READ COMMITTED on one
+/// connection: its first statement with `binds` (they go into session variables), the next ones
+/// without, and its last one through `answer`; commits, and answers what `answer` read.
+async fn inbox_transaction<T>(
+    store: &SqlStore<MariaDb>,
+    query: &Query,
+    binds: &[Bind<'_>],
+    answer: impl for<'c> FnOnce(&'c mut MySqlConnection, &'c Arc<str>) -> Answer<'c, T>,
+) -> Result<T, sqlx::Error> {
+    let (last, middle) = query.then.split_last().expect("statements after the first");
+    let mut connection = store.pool().acquire().await?;
+    connection
+        .execute(AssertSqlSafe(statement(INBOX_TRANSACTION)))
+        .await?;
+    let mut transaction = connection.begin().await?;
+    transaction
+        .execute(row_query::<MySql, (i64,)>(&query.sql, binds))
+        .await?;
+    for statement in middle {
+        transaction
+            .execute(AssertSqlSafe(statement.clone()))
+            .await?;
+    }
+    let answer = answer(&mut transaction, last).await?;
+    transaction.commit().await?;
+    Ok(answer)
+}
+
+/// Refuses a server older than [`OLDEST_SERVER`], and logs an error for each setting with
+/// which a committed receipt can be lost in a crash of the server.
+async fn check_server(
+    connection: &mut sqlx::pool::PoolConnection<sqlx::MySql>,
+) -> Result<(), Error> {
+    let (version, flush, binlog, sync_binlog): (String, i64, i64, i64) =
+        sqlx::query_as(AssertSqlSafe(statement(SERVER)))
+            .fetch_one(&mut **connection)
+            .await?;
+    if server_version(&version).is_none_or(|found| found < OLDEST_SERVER) {
+        return Err(Error::UnsupportedServer { version });
+    }
+    if flush != 1 {
+        tracing::error!(
+            innodb_flush_log_at_trx_commit = flush,
+            "MariaDB's innodb_flush_log_at_trx_commit is {flush}, not 1: a commit is not flushed \
+             to disk before it answers, so an acknowledged inbox receipt (and a claim or a \
+             completion) can be lost in a crash of the server; set it to 1"
+        );
+    }
+    if binlog != 0 && sync_binlog != 1 {
+        tracing::error!(
+            sync_binlog,
+            "MariaDB's binary log is on and sync_binlog is {sync_binlog}, not 1: a commit's \
+             binary log is not synced before it answers, so an acknowledged inbox receipt (and \
+             a claim or a completion) can be lost in a crash of the server; set it to 1"
+        );
+    }
+    Ok(())
+}
+
+/// The major and minor version of a MariaDB server's `VERSION()` (`10.11.9-MariaDB-…`); `None`
+/// for a server that is not MariaDB.
+fn server_version(version: &str) -> Option<(u32, u32)> {
+    if !version.contains("MariaDB") {
+        return None;
+    }
+    let mut parts = version.split(['.', '-']);
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
 }
 
 /// Runs every statement of `file` but its last on `connection` (the settings of its
@@ -196,7 +383,9 @@ impl SqlStore<MariaDb> {
     /// ([`with_lock_timeout`](Self::with_lock_timeout), error 1205) is a store failure (503).
     ///
     /// Durability is the server's: with InnoDB's default `innodb_flush_log_at_trx_commit = 1`
-    /// every claim, renewal and completion is flushed to disk before it answers.
+    /// (and `sync_binlog = 1` when the binary log is on) every receipt, claim, renewal and
+    /// completion is flushed to disk before it answers; [`migrate`](SqlStore::migrate) logs an
+    /// error for any other value (see [`MariaDbStore`](crate::MariaDbStore#the-server)).
     ///
     /// # Errors
     ///
@@ -245,11 +434,51 @@ mod tests {
     fn the_script_splits_into_its_statements() {
         let statements =
             crate::queries::statements(<super::MariaDb as crate::dialect::Sealed>::SQL.schema);
-        assert_eq!(statements.len(), 5);
+        assert_eq!(statements.len(), 9);
         assert!(statements[0].starts_with("CREATE TABLE IF NOT EXISTS"));
         assert!(statements[1].starts_with("ALTER TABLE"));
-        assert!(statements[2].starts_with("UPDATE"));
-        assert!(statements[3].starts_with("CREATE INDEX IF NOT EXISTS"));
-        assert!(statements[4].starts_with("CREATE INDEX IF NOT EXISTS"));
+        assert!(statements[2].starts_with("ALTER TABLE"));
+        assert!(statements[3].starts_with("ALTER TABLE"));
+        assert!(statements[4].starts_with("CREATE SEQUENCE IF NOT EXISTS"));
+        assert!(statements[5].starts_with("UPDATE"));
+        assert!(statements[5].ends_with("WHERE expires_at IS NULL AND received_at IS NULL"));
+        for index in &statements[6..] {
+            assert!(index.starts_with("CREATE INDEX IF NOT EXISTS"));
+        }
+    }
+
+    #[test]
+    fn the_server_s_version_is_read_from_version() {
+        use super::server_version;
+        assert_eq!(server_version("10.11.19-MariaDB-0+deb12u1"), Some((10, 11)));
+        assert_eq!(server_version("10.6.4-MariaDB"), Some((10, 6)));
+        assert_eq!(server_version("11.4.2-MariaDB-log"), Some((11, 4)));
+        assert_eq!(server_version("10.5.27-MariaDB"), Some((10, 5)));
+        assert!(server_version("10.5.27-MariaDB").unwrap() < super::OLDEST_SERVER);
+        assert_eq!(server_version("8.0.36"), None);
+    }
+
+    #[test]
+    fn every_inbox_operation_of_several_statements_binds_only_its_first() {
+        let inbox = <super::MariaDb as crate::dialect::Sealed>::SQL
+            .inbox
+            .unwrap();
+        for (file, _) in [
+            inbox.take,
+            inbox.renew,
+            inbox.complete,
+            inbox.fail,
+            inbox.abandon,
+            inbox.replay,
+        ] {
+            let statements = crate::queries::statements(file);
+            assert!(statements[0].starts_with("SET @sangho_"), "{file}");
+            assert!(
+                statements[1..]
+                    .iter()
+                    .all(|statement| !statement.contains('?')),
+                "{file}"
+            );
+        }
     }
 }

@@ -95,6 +95,7 @@ pub trait Dialect: Sealed + Send + Sync + Sized + 'static {
 /// outside the crate.
 mod sealed {
     use super::*;
+    use crate::queries::Query;
 
     /// The dialect's internals: its SQL, how it reports a conflict, its migration and purge.
     pub trait Sealed: Sized {
@@ -121,6 +122,40 @@ mod sealed {
         where
             Self: Dialect,
         {
+        }
+
+        /// Runs one of inbox mode's statements with its operation's `binds`: the first column
+        /// of its first row, if any. By default the file's one statement, on the pool.
+        fn inbox_text<'a>(
+            store: &'a SqlStore<Self>,
+            query: &'a Query,
+            binds: &'a [Bind<'a>],
+        ) -> impl Future<Output = Result<Option<String>, sqlx::Error>> + Send + 'a
+        where
+            Self: Dialect,
+        {
+            async move {
+                debug_assert!(query.then.is_empty(), "one statement");
+                let binds = query.binds(binds);
+                <Self as Dialect>::Database::fetch_text(store.pool(), &query.sql, &binds).await
+            }
+        }
+
+        /// Runs inbox mode's `take` with its `binds`: the taken row, if any. By default the
+        /// file's one statement, on the pool.
+        fn inbox_taken<'a>(
+            store: &'a SqlStore<Self>,
+            query: &'a Query,
+            binds: &'a [Bind<'a>],
+        ) -> impl Future<Output = Result<Option<TakenRow>, sqlx::Error>> + Send + 'a
+        where
+            Self: Dialect,
+        {
+            async move {
+                debug_assert!(query.then.is_empty(), "one statement");
+                let binds = query.binds(binds);
+                <Self as Dialect>::Database::fetch_taken(store.pool(), &query.sql, &binds).await
+            }
         }
 
         /// Deletes at most `batch` rows past their own expiry, and at most `batch` rows without

@@ -126,10 +126,12 @@ impl Drop for MariaDbTableGuard {
     }
 }
 
-/// Drops the MariaDB `table`, as [`drop_table`] does for PostgreSQL.
+/// Drops the MariaDB `table` and its receipt sequence (a table too, to MariaDB), as
+/// [`drop_table`] does for PostgreSQL.
 #[cfg(feature = "mariadb")]
 pub fn drop_mariadb_table(table: String) {
-    drop_table_at::<sqlx::mysql::MySqlConnection>(mariadb_url(), table);
+    let tables = format!("{table}, {table}_sequence");
+    drop_table_at::<sqlx::mysql::MySqlConnection>(mariadb_url(), tables);
 }
 
 /// Drops the PostgreSQL `table`.

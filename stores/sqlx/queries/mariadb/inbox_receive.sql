@@ -1,0 +1,41 @@
+-- Inbox mode: store a verified event if its id is new, in one statement (committed on its own:
+-- the receipt answers 2xx only once the row is durable, see `MariaDbStore::migrate`'s check of
+-- the server's flush settings).
+-- Binds: event id, event type, the raw body, the stored headers (a JSON array of [name, value]
+-- pairs), the path it was received on.
+-- Answers one row with `status`: 'stored' (new, or a record of the direct mode that had run
+-- out, taken over), 'duplicate' (an inbox row, or a live completion of the direct mode) or
+-- 'claimed' (a live claim of a direct-mode delivery: not recorded yet, so not acknowledged).
+--
+-- The row is written with `expires_at` and `processed_at` NULL until it is completed: neither
+-- the purge by expiry nor the provider's documented `DELETE … WHERE processed_at < …` ever
+-- matches a waiting, in-flight or dead event. On a duplicate key the row is taken over only if
+-- its expiry has passed; MariaDB evaluates the assignments in order, so `expires_at`,
+-- assigned last, is the old expiry in every condition. RETURNING reads the row as it now is:
+-- it is this receipt's when it holds this statement's sequence number (LASTVAL, this session's
+-- last NEXTVAL).
+INSERT INTO {table} (event_id, event_type, processed_at, state, claim_token, expires_at,
+                     received_at, replayed_at, sequence, body, headers, request_path, due_at,
+                     attempts, replays, last_error, history)
+VALUES (?, ?, NULL, 'received', NULL, NULL, UTC_TIMESTAMP(6), NULL, NEXTVAL({table}_sequence),
+        ?, ?, ?, UTC_TIMESTAMP(6), 0, 0, NULL, NULL)
+ON DUPLICATE KEY UPDATE
+    event_type = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(event_type), event_type),
+    processed_at = IF(expires_at <= UTC_TIMESTAMP(6), NULL, processed_at),
+    state = IF(expires_at <= UTC_TIMESTAMP(6), 'received', state),
+    claim_token = IF(expires_at <= UTC_TIMESTAMP(6), NULL, claim_token),
+    received_at = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(received_at), received_at),
+    replayed_at = IF(expires_at <= UTC_TIMESTAMP(6), NULL, replayed_at),
+    sequence = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(sequence), sequence),
+    body = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(body), body),
+    headers = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(headers), headers),
+    request_path = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(request_path), request_path),
+    due_at = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(due_at), due_at),
+    attempts = IF(expires_at <= UTC_TIMESTAMP(6), 0, attempts),
+    replays = IF(expires_at <= UTC_TIMESTAMP(6), 0, replays),
+    last_error = IF(expires_at <= UTC_TIMESTAMP(6), NULL, last_error),
+    history = IF(expires_at <= UTC_TIMESTAMP(6), NULL, history),
+    expires_at = IF(expires_at <= UTC_TIMESTAMP(6), NULL, expires_at)
+RETURNING CASE WHEN sequence <=> LASTVAL({table}_sequence) THEN 'stored'
+               WHEN received_at IS NULL AND state = 'in_flight' THEN 'claimed'
+               ELSE 'duplicate' END AS status;

@@ -1,0 +1,266 @@
+//! Inbox mode on MariaDB: the inbox conformance suite, each check in a table of its own, and
+//! what only an existing table shows: the upgrade of a table of the previous release or of the
+//! provider's schema, the purges users already run, and a rolling deploy beside the direct mode.
+//!
+//! Ignored by default: run with `cargo test -p sangho-webhook-sqlx --features mariadb --
+//! --include-ignored`, against `SANGHO_TEST_MYSQL_URL` (default
+//! `mysql://root@127.0.0.1:3306/test`).
+
+mod common;
+
+use common::mariadb_store;
+
+sangho_webhook::inbox_conformance!(
+    #[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+    => async { mariadb_store("inbox", 16).await.inbox_under_test() }
+);
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use common::{LONG, TYPE, acquire, bodies::TestDatabase as _, mariadb_store_on};
+use sangho_webhook::{
+    inbox::{FailedAttempt, Inbox, NextAttempt, Receipt, ReceivedEvent},
+    store::{Claim, ClaimToken, Completion},
+    testing::conformance::{PAST_SHORT, SHORT, unique_event_id},
+};
+use sangho_webhook_sqlx::{
+    MariaDbStore,
+    sqlx::{self, AssertSqlSafe},
+};
+
+/// The schema of the store's previous release, as it shipped.
+const PREVIOUS_RELEASE: &str = include_str!("fixtures/mariadb_previous_release.sql");
+
+/// Receives `id` (a small body, its path), and answers what the inbox found.
+async fn receive(store: &MariaDbStore, id: &str) -> Receipt {
+    let body = Bytes::from(format!(r#"{{"id":"{id}"}}"#));
+    let headers = vec![("content-type".to_owned(), "application/json".to_owned())];
+    store
+        .receive(&ReceivedEvent::new(id, TYPE, &body, &headers, "/webhooks"))
+        .await
+        .expect("receive")
+}
+
+/// Runs `sql` (`{table}` stands for the store's table) with the text binds `binds`.
+async fn run(store: &MariaDbStore, sql: &str, binds: &[&str]) -> u64 {
+    let sql = sql.replace("{table}", store.table().as_str());
+    binds
+        .iter()
+        .fold(sqlx::query(AssertSqlSafe(sql)), |query, bind| {
+            query.bind(*bind)
+        })
+        .execute(store.pool())
+        .await
+        .expect("run a statement")
+        .rows_affected()
+}
+
+/// Whether the table holds a row for `id`.
+async fn holds(store: &MariaDbStore, id: &str) -> bool {
+    store.event_ids().await.contains(id)
+}
+
+/// A table of the previous release (or of the provider's schema: `provider`), its rows, the
+/// upgrade by `migrate` twice: the rows keep their meaning, and inbox receipts work.
+async fn upgrade(label: &str, provider: bool) {
+    let table = common::unique_table(label);
+    let _cleanup = common::MariaDbTableGuard(table.clone());
+    let store = mariadb_store_on(&table, 4).await;
+    let (completed, in_flight) = (unique_event_id("done"), unique_event_id("held"));
+    if provider {
+        store
+            .run_script(&MariaDbStore::provider_schema(&table))
+            .await;
+        store.insert_seed_row(&completed, false).await;
+    } else {
+        let script = PREVIOUS_RELEASE
+            .replace(
+                "idx_webhook_processed_at",
+                &format!("{table}_processed_at_idx"),
+            )
+            .replace("idx_webhook_expires_at", &format!("{table}_expires_at_idx"))
+            .replace("processed_webhook_events", &table);
+        store.run_script(&script).await;
+        run(
+            &store,
+            "INSERT INTO {table} (event_id, event_type, processed_at, state, claim_token, expires_at)
+             VALUES (?, 'charge.succeeded', UTC_TIMESTAMP(6), 'completed', REPEAT('a', 32),
+                     UTC_TIMESTAMP(6) + INTERVAL 1 DAY),
+                    (?, 'charge.succeeded', UTC_TIMESTAMP(6), 'in_flight', REPEAT('b', 32),
+                     UTC_TIMESTAMP(6) + INTERVAL 1 HOUR)",
+            &[&completed, &in_flight],
+        )
+        .await;
+    }
+    store.migrate().await.expect("migrate");
+    store.migrate().await.expect("migrate again");
+    assert_eq!(
+        common::claim(&store, &completed, LONG).await.unwrap(),
+        Claim::Completed,
+        "a completed event of the old table is still a duplicate"
+    );
+    assert_eq!(receive(&store, &completed).await, Receipt::Duplicate);
+    if !provider {
+        assert_eq!(
+            common::claim(&store, &in_flight, LONG).await.unwrap(),
+            Claim::InFlight
+        );
+        assert_eq!(
+            receive(&store, &in_flight).await,
+            Receipt::ClaimedByDelivery
+        );
+    }
+    let fresh = unique_event_id("fresh");
+    assert_eq!(receive(&store, &fresh).await, Receipt::Stored);
+    let taken = store
+        .take(&ClaimToken::generate(), LONG)
+        .await
+        .unwrap()
+        .expect("the receipt is due");
+    assert_eq!(taken.event_id, fresh);
+    assert_eq!(
+        store.complete(&taken.claimant(), LONG).await.unwrap(),
+        Completion::Recorded
+    );
+    store
+        .migrate()
+        .await
+        .expect("migrate once more, up to date");
+}
+
+#[tokio::test]
+#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn migrate_upgrades_a_table_of_the_previous_release_in_place() {
+    upgrade("prev", false).await;
+}
+
+#[tokio::test]
+#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn migrate_upgrades_a_table_of_the_provider_schema_in_place() {
+    upgrade("provider", true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn the_purges_users_run_never_delete_an_unfinished_inbox_event() {
+    let test_store = mariadb_store("purges", 4).await;
+    // Rows written by another tool count as completed for no time at all: any row the upgrade
+    // gave an expiry would be purged at once.
+    let store = test_store
+        .store
+        .clone()
+        .with_adopted_retention(Duration::ZERO);
+    let take = |lease| {
+        let store = store.clone();
+        async move {
+            store
+                .take(&ClaimToken::generate(), lease)
+                .await
+                .unwrap()
+                .expect("a due event")
+        }
+    };
+    let received = unique_event_id("received");
+    let lost = unique_event_id("lost");
+    let retrying = unique_event_id("retrying");
+    let dead = unique_event_id("dead");
+    let completed = unique_event_id("completed");
+    for id in [&lost, &retrying, &dead, &completed, &received] {
+        assert_eq!(receive(&store, id).await, Receipt::Stored);
+    }
+    take(SHORT).await;
+    let held = take(LONG).await;
+    let later = FailedAttempt::new("status 500", NextAttempt::After(LONG));
+    store.fail(&held.claimant(), &later).await.unwrap();
+    let held = take(LONG).await;
+    let out = FailedAttempt::new("status 500", NextAttempt::Dead);
+    store.fail(&held.claimant(), &out).await.unwrap();
+    let held = take(LONG).await;
+    store.complete(&held.claimant(), SHORT).await.unwrap();
+    tokio::time::sleep(PAST_SHORT).await;
+
+    // An upgrade interrupted before its last index runs again on the next start.
+    run(
+        &store,
+        &format!("DROP INDEX {}_unfinished_idx ON {{table}}", store.table()),
+        &[],
+    )
+    .await;
+    store.migrate().await.expect("migrate");
+
+    store.purge(Duration::ZERO).await.expect("purge");
+    run(&store, &store.cron_purge_sql(), &[]).await;
+    run(
+        &store,
+        "DELETE FROM {table} WHERE processed_at < NOW() - INTERVAL 72 HOUR",
+        &[],
+    )
+    .await;
+    for kept in [&received, &lost, &retrying, &dead] {
+        assert!(holds(&store, kept).await, "{kept} is kept");
+    }
+    assert!(
+        !holds(&store, &completed).await,
+        "the expired completion is purged"
+    );
+}
+
+#[tokio::test]
+#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn a_rolling_deploy_keeps_each_event_in_one_mode() {
+    let store = mariadb_store("rolling", 4).await;
+    // The direct mode acknowledges an inbox event as a duplicate: waiting, then in flight.
+    let inboxed = unique_event_id("inboxed");
+    assert_eq!(receive(&store, &inboxed).await, Receipt::Stored);
+    assert_eq!(
+        common::claim(&*store, &inboxed, LONG).await.unwrap(),
+        Claim::Completed
+    );
+    let taken = store
+        .take(&ClaimToken::generate(), LONG)
+        .await
+        .unwrap()
+        .expect("due");
+    assert_eq!(
+        common::claim(&*store, &inboxed, LONG).await.unwrap(),
+        Claim::Completed
+    );
+    store.complete(&taken.claimant(), SHORT).await.unwrap();
+    assert_eq!(
+        common::claim(&*store, &inboxed, LONG).await.unwrap(),
+        Claim::Completed
+    );
+
+    // An event a direct-mode delivery holds, then one it completed.
+    let delivered = unique_event_id("delivered");
+    let token = acquire(&*store, &delivered, LONG).await;
+    assert_eq!(
+        receive(&store, &delivered).await,
+        Receipt::ClaimedByDelivery
+    );
+    common::complete(&*store, &delivered, &token, LONG).await;
+    assert_eq!(receive(&store, &delivered).await, Receipt::Duplicate);
+
+    // Past its retention, the inbox event is taken over by the direct mode, as a record of
+    // that mode only.
+    tokio::time::sleep(PAST_SHORT).await;
+    acquire(&*store, &inboxed, LONG).await;
+    assert_eq!(
+        store.show(&inboxed).await.unwrap(),
+        None,
+        "no longer an inbox event"
+    );
+    let (count,): (i64,) = sqlx::query_as(AssertSqlSafe(format!(
+        "SELECT COUNT(*) FROM {} WHERE event_id = ? AND received_at IS NULL AND sequence IS NULL
+           AND body IS NULL AND headers IS NULL AND request_path IS NULL AND due_at IS NULL
+           AND last_error IS NULL AND history IS NULL AND replayed_at IS NULL AND attempts = 0
+           AND replays = 0 AND state = 'in_flight'",
+        store.table()
+    )))
+    .bind(&inboxed)
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    assert_eq!(count, 1, "the inbox columns are cleared");
+}
