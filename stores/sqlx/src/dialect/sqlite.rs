@@ -100,10 +100,7 @@ impl Sealed for Sqlite {
                 include_str!("../../queries/sqlite/inbox_replay.sql"),
                 &[0, 1, 2],
             ),
-            discard: (
-                include_str!("../../queries/sqlite/inbox_discard.sql"),
-                &[0],
-            ),
+            discard: (include_str!("../../queries/sqlite/inbox_discard.sql"), &[0]),
         }),
     };
 
@@ -330,7 +327,11 @@ mod tests {
             .iter()
             .map(|add_column| super::added_column(add_column))
             .collect();
-        let expected: Vec<&str> = STORE_COLUMNS.iter().chain(&INBOX_COLUMNS).copied().collect();
+        let expected: Vec<&str> = STORE_COLUMNS
+            .iter()
+            .chain(&INBOX_COLUMNS)
+            .copied()
+            .collect();
         assert_eq!(added, expected);
         assert_eq!(<super::Sqlite as Sealed>::SQL.adopt.len(), 3);
     }
