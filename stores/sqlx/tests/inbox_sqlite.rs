@@ -463,3 +463,33 @@ async fn the_rebuild_s_time_per_million_rows() {
     let per_million = took.as_secs_f64() * 1_000_000.0 / rows as f64;
     println!("rebuilt {rows} rows in {took:.2?}: {per_million:.2} s per million rows");
 }
+
+#[tokio::test]
+async fn the_direct_mode_s_completion_of_an_inbox_event_its_worker_holds_records_it() {
+    let test = sqlite_store(4).await;
+    let store = test.store.clone();
+    let id = stored(&store, "complete_in").await;
+    let taken = take_event(&store, &id, LONG).await;
+    // What `complete_in` runs inside a handler's transaction, with the worker's token.
+    assert_eq!(
+        complete(&store, &id, &taken.token, LONG).await,
+        Completion::Recorded
+    );
+    let (processed_at, due_at): (Option<String>, Option<i64>) = sqlx::query_as(AssertSqlSafe(
+        "SELECT processed_at, due_at FROM {table} WHERE event_id = ?1"
+            .replace("{table}", store.table().as_str()),
+    ))
+    .bind(&id)
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    assert!(processed_at.is_some(), "completed now");
+    assert_eq!(due_at, None);
+    let shown = store
+        .show(&id)
+        .await
+        .unwrap()
+        .expect("kept for its retention");
+    assert_eq!(shown.summary.state, EventState::Completed);
+    assert_eq!(receive(&store, &id).await, Receipt::Duplicate);
+}
