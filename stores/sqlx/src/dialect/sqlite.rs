@@ -300,6 +300,11 @@ impl SqlStore<Sqlite> {
     /// commits (the database stays consistent), and a claim lost that way means an event that
     /// can be processed twice.
     ///
+    /// Inbox mode's receipts need `FULL`: a receipt is acknowledged (202) once its commit
+    /// returns, and below `FULL` a power loss can undo receipts the provider was already told
+    /// arrived, events that are then lost. [`migrate`](SqlStore::migrate) logs an error when
+    /// the pool's connections commit below `FULL`.
+    ///
     /// # Errors
     ///
     /// [`Error::Database`] if the URL is invalid.
