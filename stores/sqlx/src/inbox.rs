@@ -169,8 +169,15 @@ impl<D: Dialect> Inbox for SqlStore<D> {
                 Receipt::Stored
             }
             Some("claimed") => Receipt::ClaimedByDelivery,
-            // No row: a concurrent receipt committed the row after this statement's snapshot.
-            Some("duplicate") | None => Receipt::Duplicate,
+            Some("duplicate") => Receipt::Duplicate,
+            // No row: a concurrent receipt committed the row after this statement's snapshot,
+            // or (SQLite, whose upsert answers only the rows it wrote) the statement stored
+            // nothing; `inbox_state.sql` then answers 'claimed' for a live claim of a
+            // direct-mode delivery.
+            None => match self.inbox_state(event.event_id).await?.as_deref() {
+                Some("claimed") => Receipt::ClaimedByDelivery,
+                _ => Receipt::Duplicate,
+            },
             Some(_) => return Err(corrupt("an unknown receipt status")),
         })
     }

@@ -15,6 +15,15 @@
 //! recipe is not exactly-once (two concurrent deliveries of one event both pass the `SELECT`);
 //! the load never sends an event twice at once, so the check below holds for it too.
 //!
+//! On each SQL store two more variants run inbox mode's receipt (`InboxReceiver`: verified,
+//! stored on the store's table, answered 202), with the workers stopped and with four workers
+//! running a no-op handler (the steady state where received equals processed, woken by each
+//! receipt); both are compared with the raw recipe, and checked: each unique event stored once
+//! (and, with the workers, completed). `--inbox 0` leaves them out. `--drain N` then drains a
+//! backlog of N events on each SQL store: N receipts from 64 senders in process, the workers
+//! started on the backlog (events/s, and the ratio to the receipts' rate), and the idle
+//! receipt-to-handler latency of 200 receipts one at a time.
+//!
 //! Each variant runs 5 rounds, the variants taking turns (so that background load on a shared
 //! machine falls on all of them alike); each round is a fresh server, 64 HTTP/1.1 keep-alive
 //! connections (hyper's client), each sending signed 2 KiB events back to back for 0.25 s of
@@ -71,6 +80,7 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use sangho_webhook::{
     SanghoEvent, SanghoWebhookLayer,
+    inbox::{Filter, Inbox, InboxReceiver, InboxWorker},
     signature::Secret,
     store::{IdempotencyStore, MokaStore},
     testing::{NullStore, fixtures},
@@ -366,6 +376,8 @@ enum Variant {
     LayerNullStore(SanghoWebhookLayer),
     /// [`handle_recipe`]: verified by hand, deduplicated by a store crate's raw recipe.
     Recipe(Arc<dyn Recipe>),
+    /// Inbox mode's receipt: verified, stored, answered 202 (the handler runs in a worker).
+    Inbox(InboxReceiver),
 }
 
 fn app(variant: Variant, counts: Arc<Counts>) -> Router {
@@ -381,6 +393,7 @@ fn app(variant: Variant, counts: Arc<Counts>) -> Router {
         Variant::Recipe(recipe) => Router::new()
             .route(PATH, post(handle_recipe))
             .with_state((counts, recipe)),
+        Variant::Inbox(receiver) => Router::new().route_service(PATH, receiver),
     }
 }
 
@@ -478,6 +491,8 @@ struct RunResult {
     duplicates: u64,
     failures: HashMap<u16, u64>,
     exactly_once: Option<Result<usize, String>>,
+    /// The events sent for the first time.
+    unique: usize,
 }
 
 impl RunResult {
@@ -660,7 +675,138 @@ async fn run(variant: Variant, load: Load) -> Result<RunResult, BoxError> {
         duplicates: reports.iter().map(|r| r.duplicates).sum(),
         failures,
         exactly_once,
+        unique: reports.iter().map(|r| r.unique_ids.len()).sum(),
     })
+}
+
+/// Inbox mode's drain on `inbox`: `events` receipts from 64 concurrent senders (in process,
+/// without HTTP), then the workers (a no-op handler) started on the backlog, then, idle, 200
+/// receipts one at a time, each timed from its 202 to its handler's start. Prints the receipt
+/// and drain rates, their ratio, and the idle wake-up latency.
+async fn drain(name: &str, inbox: &Arc<dyn Inbox>, events: usize) -> Result<(), BoxError> {
+    let secret = Secret::new(fixtures::SECRET)?;
+    let receiver = InboxReceiver::builder(secret.clone(), inbox.clone()).build()?;
+    let tag = run_tag();
+    let started = Instant::now();
+    let mut senders = tokio::task::JoinSet::new();
+    for sender in 0..64 {
+        let (receiver, secret, tag) = (receiver.clone(), secret.clone(), tag.clone());
+        senders.spawn(async move {
+            for n in (sender..events).step_by(64) {
+                let id = format!("evt_drain_{tag}_{n}");
+                let request = sangho_webhook::testing::Delivery::event(&id, fixtures::EVENT_TYPE)
+                    .signed(&secret, unix_now())
+                    .into_request();
+                let answer = sangho_webhook::testing::send(&receiver, request).await;
+                if !answer.status.is_success() {
+                    return Err(format!("receipt of {id}: {}", answer.status));
+                }
+            }
+            Ok(())
+        });
+    }
+    for sent in senders.join_all().await {
+        sent?;
+    }
+    let receipt_rate = events as f64 / started.elapsed().as_secs_f64();
+
+    let (started_tx, mut started_rx) = tokio::sync::mpsc::unbounded_channel::<Instant>();
+    let handler = tower::service_fn(move |_: Request<sangho_webhook::WebhookBody>| {
+        let _ = started_tx.send(Instant::now());
+        async { Ok::<_, std::convert::Infallible>(http::Response::new(String::from("ok"))) }
+    });
+    let started = Instant::now();
+    let workers = InboxWorker::builder(inbox.clone(), handler).build()?.start();
+    loop {
+        let stats = inbox.stats().await?;
+        if stats.received == 0 && stats.in_flight == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let drain_rate = events as f64 / started.elapsed().as_secs_f64();
+    while started_rx.try_recv().is_ok() {}
+
+    let mut latencies = Vec::new();
+    for n in 0..200 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let id = format!("evt_idle_{tag}_{n}");
+        let request = sangho_webhook::testing::Delivery::event(&id, fixtures::EVENT_TYPE)
+            .signed(&secret, unix_now())
+            .into_request();
+        let answered = sangho_webhook::testing::send(&receiver, request).await;
+        let acknowledged = Instant::now();
+        if !answered.status.is_success() {
+            return Err(format!("idle receipt {id}: {}", answered.status).into());
+        }
+        let handled = tokio::time::timeout(Duration::from_secs(10), started_rx.recv())
+            .await?
+            .ok_or("the workers stopped")?;
+        latencies.push(handled.saturating_duration_since(acknowledged));
+    }
+    workers.shutdown(Duration::from_secs(10)).await;
+    latencies.sort();
+    let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize];
+    eprintln!(
+        "  {name} inbox: {events} receipts at {receipt_rate:.0}/s, drained at {drain_rate:.0} events/s \
+         by 4 workers: drain / receipt = {:.2}x; idle receipt-to-handler p50 {:?}, p99 {:?}",
+        drain_rate / receipt_rate,
+        at(0.5),
+        at(0.99),
+    );
+    Ok(())
+}
+
+/// A no-op handler for the inbox's workers: 200 at once.
+async fn handle_in_worker() -> &'static str {
+    "ok"
+}
+
+/// Inbox mode's receipt under `load`, with the workers stopped, or running (a no-op handler,
+/// four tasks: the steady state where received equals processed). Checks that each unique
+/// event was stored once (and, with the workers, completed) and every delivery answered 2xx.
+async fn run_inbox(
+    inbox: &Arc<dyn Inbox>,
+    workers: bool,
+    load: Load,
+) -> Result<RunResult, BoxError> {
+    let all = Filter::new();
+    let before = inbox.count(&all).await?;
+    let completed_before = inbox.stats().await?.completed;
+    let receiver = InboxReceiver::builder(Secret::new(fixtures::SECRET)?, inbox.clone()).build()?;
+    let handlers = Router::new().route(PATH, post(handle_in_worker));
+    let running = workers.then(|| {
+        InboxWorker::builder(inbox.clone(), handlers)
+            .build()
+            .map(InboxWorker::start)
+    });
+    let running = running.transpose()?;
+    let mut result = run(Variant::Inbox(receiver), load).await?;
+    if let Some(running) = running {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let stats = inbox.stats().await?;
+            if stats.received == 0 && stats.in_flight == 0 {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(format!("the workers did not drain: {stats:?}").into());
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        running.shutdown(Duration::from_secs(10)).await;
+    }
+    let stored = inbox.count(&all).await? - before;
+    let completed = inbox.stats().await?.completed - completed_before;
+    let unique = result.unique as u64;
+    result.exactly_once = Some(if stored != unique {
+        Err(format!("{stored} events stored, {unique} sent"))
+    } else if workers && completed != unique {
+        Err(format!("{completed} events completed, {unique} sent"))
+    } else {
+        Ok(result.unique)
+    });
+    Ok(result)
 }
 
 fn layer_with(store: impl IdempotencyStore) -> Result<SanghoWebhookLayer, BoxError> {
@@ -696,6 +842,8 @@ struct Backend {
     store_name: &'static str,
     store: Arc<dyn IdempotencyStore>,
     recipe: Arc<dyn Recipe>,
+    /// Inbox mode on the store's table (SQL stores).
+    inbox: Option<Arc<dyn Inbox>>,
     cleanup: Cleanup,
 }
 
@@ -778,6 +926,7 @@ impl Kind {
                     store_name: "PostgresStore",
                     store: Arc::new(store.clone()),
                     recipe: Arc::new(recipe),
+                    inbox: Some(Arc::new(store.clone())),
                     cleanup: Box::new(move || {
                         Box::pin(async move {
                             sqlx::raw_sql(AssertSqlSafe(drop)).execute(&pool).await?;
@@ -811,6 +960,7 @@ impl Kind {
                     store_name: "SqliteStore",
                     store: Arc::new(store.clone()),
                     recipe: Arc::new(recipe),
+                    inbox: Some(Arc::new(store.clone())),
                     cleanup: Box::new(move || {
                         Box::pin(async move {
                             pool.close().await;
@@ -840,6 +990,7 @@ impl Kind {
                         connection,
                         prefix: format!("{prefix}recipe:"),
                     }),
+                    inbox: None,
                     // The keys expire after the retention (10 minutes).
                     cleanup: Box::new(|| Box::pin(async { Ok(()) })),
                 }
@@ -876,7 +1027,7 @@ fn report_pair(baseline: &Summary, layered: &Summary, failed: &mut Vec<String>, 
 /// Prints the layer's throughput over a database store against its raw recipe's: the median
 /// of the per-round ratios (the variants ran in turns, so round `i` of each saw the same
 /// background load) with their range, and the latency ratios.
-fn report_against_recipe(name: &str, layered: &[RunResult], raw: &[RunResult]) {
+fn report_against_recipe(name: &str, what: &str, layered: &[RunResult], raw: &[RunResult]) {
     let ratios: Vec<f64> = layered
         .iter()
         .zip(raw)
@@ -884,7 +1035,7 @@ fn report_against_recipe(name: &str, layered: &[RunResult], raw: &[RunResult]) {
         .collect();
     let (layered, raw) = (Summary::of(layered), Summary::of(raw));
     eprintln!(
-        "  => {name}: layer / raw recipe = {:.3}x requests/s (per-round ratios {:.3}–{:.3}); p50 {:.2}x, p99 {:.2}x",
+        "  => {name}: {what} / raw recipe = {:.3}x requests/s (per-round ratios {:.3}–{:.3}); p50 {:.2}x, p99 {:.2}x",
         median(&ratios),
         ratios.iter().copied().fold(f64::INFINITY, f64::min),
         ratios.iter().copied().fold(0.0, f64::max),
@@ -924,6 +1075,17 @@ struct Args {
         default_value = "1"
     )]
     in_memory: String,
+    /// Also drains a backlog of this many events through inbox mode on each SQL store (0: no)
+    #[arg(long, value_name = "EVENTS", env = "SANGHO_LOAD_DRAIN", default_value_t = 0)]
+    drain: usize,
+    /// 0 leaves out inbox mode's receipt (workers stopped, then running) on the SQL stores
+    #[arg(
+        long,
+        value_name = "0|1",
+        env = "SANGHO_LOAD_INBOX",
+        default_value = "1"
+    )]
+    inbox: String,
 }
 
 async fn main_async(args: Args) -> Result<(), BoxError> {
@@ -955,6 +1117,7 @@ async fn main_async(args: Args) -> Result<(), BoxError> {
     );
 
     let in_memory = args.in_memory != "0";
+    let inboxes = args.inbox != "0";
     let kinds = Kind::selected(args.stores.as_deref())?;
     eprintln!(
         "database stores: {:?}; variants without a database: {}",
@@ -979,6 +1142,9 @@ async fn main_async(args: Args) -> Result<(), BoxError> {
         // Per backend: the layer's rounds, the raw recipe's rounds.
         let mut on_stores: Vec<(Vec<RunResult>, Vec<RunResult>)> =
             backends.iter().map(|_| (Vec::new(), Vec::new())).collect();
+        // Per backend with an inbox: its receipt's rounds, workers stopped and running.
+        let mut on_inboxes: Vec<(Vec<RunResult>, Vec<RunResult>)> =
+            backends.iter().map(|_| (Vec::new(), Vec::new())).collect();
         for _ in 0..rounds {
             if in_memory {
                 baseline.push(run(Variant::Bare, load).await?);
@@ -988,10 +1154,18 @@ async fn main_async(args: Args) -> Result<(), BoxError> {
                 let layer = layer_with(MokaStore::new())?;
                 moka.push(run(Variant::Layer(layer), load).await?);
             }
-            for (backend, (layered, raw)) in backends.iter().zip(&mut on_stores) {
+            for ((backend, (layered, raw)), (stopped, working)) in
+                backends.iter().zip(&mut on_stores).zip(&mut on_inboxes)
+            {
                 let layer = layer_with(backend.store.clone())?;
                 layered.push(run(Variant::Layer(layer), load).await?);
                 raw.push(run(Variant::Recipe(backend.recipe.clone()), load).await?);
+                if let Some(inbox) = &backend.inbox
+                    && inboxes
+                {
+                    stopped.push(run_inbox(inbox, false, load).await?);
+                    working.push(run_inbox(inbox, true, load).await?);
+                }
             }
         }
         let names: Vec<(&str, &str)> = backends
@@ -1039,11 +1213,36 @@ async fn main_async(args: Args) -> Result<(), BoxError> {
                 None => check(&layered, &mut failed, &what),
             }
         }
-        for ((name, _), (layered, raw)) in names.iter().zip(&on_stores) {
+        for (((name, store_name), (layered, raw)), (stopped, working)) in
+            names.iter().zip(&on_stores).zip(&on_inboxes)
+        {
             let recipe = Summary::of(raw);
             recipe.print(&format!("raw recipe ({name})"));
             check(&recipe, &mut failed, &format!("{mix}, raw recipe ({name})"));
-            report_against_recipe(name, layered, raw);
+            report_against_recipe(name, "layer", layered, raw);
+            for (label, rounds) in [("workers stopped", stopped), ("workers running", working)] {
+                if rounds.is_empty() {
+                    continue;
+                }
+                let receipt = Summary::of(rounds);
+                receipt.print(&format!("inbox receipt ({store_name}, {label})"));
+                check(
+                    &receipt,
+                    &mut failed,
+                    &format!("{mix}, inbox receipt ({name}, {label})"),
+                );
+                report_against_recipe(name, &format!("inbox receipt, {label}"), rounds, raw);
+            }
+        }
+    }
+    if args.drain > 0 {
+        eprintln!("inbox drain:");
+        for kind in &kinds {
+            let backend = kind.open().await?;
+            if let Some(inbox) = &backend.inbox {
+                drain(backend.name, inbox, args.drain).await?;
+            }
+            (backend.cleanup)().await?;
         }
     }
     if failed.is_empty() {

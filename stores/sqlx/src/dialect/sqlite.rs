@@ -8,7 +8,7 @@ use sqlx::{
     sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous},
 };
 
-use super::{Dialect, Sealed, micros, refuse_unusable, sealed::Templates};
+use super::{Dialect, InboxTemplates, Sealed, micros, refuse_unusable, sealed::Templates};
 use crate::{Error, SqlStore, queries::statement};
 
 /// The SQLite dialect (feature `sqlite`): [`SqliteStore`](crate::SqliteStore).
@@ -23,6 +23,21 @@ const MIGRATE_BEGIN: &str = include_str!("../../queries/sqlite/migrate_begin.sql
 
 /// The table's columns, in lower case (none: no table).
 const COLUMNS: &str = include_str!("../../queries/sqlite/columns.sql");
+
+/// The statement the table was created with (none: no table).
+const TABLE_SQL: &str = include_str!("../../queries/sqlite/table_sql.sql");
+
+/// The table's indexes and triggers, to create again after a rebuild.
+const TABLE_SCHEMA: &str = include_str!("../../queries/sqlite/table_schema.sql");
+
+/// The connection's `synchronous` setting.
+const SYNCHRONOUS: &str = include_str!("../../queries/sqlite/synchronous.sql");
+
+/// What the stored statement of a table whose state check allows inbox mode's states holds.
+const INBOX_STATES: &str = "'received'";
+
+/// `synchronous = FULL`, SQLite's value for it.
+const SYNCHRONOUS_FULL: i64 = 2;
 
 impl Dialect for Sqlite {
     type Database = sqlx::Sqlite;
@@ -44,10 +59,49 @@ impl Sealed for Sqlite {
         adopt: &[
             include_str!("../../queries/sqlite/add_columns.sql"),
             include_str!("../../queries/sqlite/adopt.sql"),
+            include_str!("../../queries/sqlite/rebuild.sql"),
         ],
         cron_purge: include_str!("../../queries/sqlite/cron_purge.sql"),
         schema: include_str!("../../migrations/sqlite.sql"),
-        inbox: None,
+        inbox: Some(InboxTemplates {
+            receive: (
+                include_str!("../../queries/sqlite/inbox_receive.sql"),
+                &[0, 1, 2, 3, 4],
+            ),
+            take: (include_str!("../../queries/sqlite/inbox_take.sql"), &[0, 1]),
+            renew: (
+                include_str!("../../queries/sqlite/inbox_renew.sql"),
+                &[0, 1, 2],
+            ),
+            complete: (
+                include_str!("../../queries/sqlite/inbox_complete.sql"),
+                &[0, 1, 2],
+            ),
+            fail: (
+                include_str!("../../queries/sqlite/inbox_fail.sql"),
+                &[0, 1, 2, 3, 4],
+            ),
+            abandon: (
+                include_str!("../../queries/sqlite/inbox_abandon.sql"),
+                &[0, 1],
+            ),
+            state: (include_str!("../../queries/sqlite/inbox_state.sql"), &[0]),
+            stats: (include_str!("../../queries/sqlite/inbox_stats.sql"), &[]),
+            list: (
+                include_str!("../../queries/sqlite/inbox_list.sql"),
+                &[0, 1, 2, 3, 4],
+            ),
+            count: (
+                include_str!("../../queries/sqlite/inbox_count.sql"),
+                &[0, 1, 2, 3],
+            ),
+            show: (include_str!("../../queries/sqlite/inbox_show.sql"), &[0]),
+            replay: (
+                include_str!("../../queries/sqlite/inbox_replay.sql"),
+                &[0, 1, 2],
+            ),
+            discard: (include_str!("../../queries/sqlite/inbox_discard.sql"), &[0]),
+        }),
     };
 
     fn is_conflict(_error: &dyn DatabaseError) -> bool {
@@ -63,6 +117,7 @@ impl Sealed for Sqlite {
         if let Err(error) = store.pool().execute(AssertSqlSafe(statement(WAL))).await {
             tracing::warn!(%error, "could not switch the SQLite database to WAL mode");
         }
+        warn_unless_synchronous_full(store).await;
         let table = store.table();
         // One writer at a time: `BEGIN IMMEDIATE` takes the write lock before reading.
         let mut transaction = store
@@ -76,8 +131,8 @@ impl Sealed for Sqlite {
                 .await?;
             refuse_unusable(table, &present)?;
             if !present.is_empty() {
-                let [add_columns, adopt] = &store.queries().adopt[..] else {
-                    unreachable!("two adoption files")
+                let [add_columns, adopt, rebuild] = &store.queries().adopt[..] else {
+                    unreachable!("three adoption files")
                 };
                 for add_column in add_columns {
                     if !present
@@ -86,6 +141,32 @@ impl Sealed for Sqlite {
                     {
                         transaction
                             .execute(AssertSqlSafe(add_column.clone()))
+                            .await?;
+                    }
+                }
+                // A state check without inbox mode's states (the previous release's, or the
+                // one it added to a table it adopted): SQLite cannot alter a check, so the
+                // table is rebuilt, under the write lock this transaction holds.
+                let created: String = sqlx::query_scalar(AssertSqlSafe(statement(TABLE_SQL)))
+                    .bind(table.as_str())
+                    .fetch_one(&mut *transaction)
+                    .await?;
+                if !created.contains(INBOX_STATES) {
+                    let saved: Vec<String> =
+                        sqlx::query_scalar(AssertSqlSafe(statement(TABLE_SCHEMA)))
+                            .bind(table.as_str())
+                            .fetch_all(&mut *transaction)
+                            .await?;
+                    tracing::info!(
+                        table = table.as_str(),
+                        "rebuilding the SQLite table for inbox mode's states"
+                    );
+                    for step in rebuild {
+                        transaction.execute(AssertSqlSafe(step.clone())).await?;
+                    }
+                    for index_or_trigger in saved {
+                        transaction
+                            .execute(sqlx::raw_sql(AssertSqlSafe(index_or_trigger)))
                             .await?;
                     }
                 }
@@ -132,6 +213,24 @@ impl Sealed for Sqlite {
                 .rows_affected();
         }
         Ok(deleted)
+    }
+}
+
+/// Logs an error when the pool's connections commit below `synchronous = FULL`: inbox mode's
+/// receipts are acknowledged once committed, and a power loss can then undo the last ones.
+async fn warn_unless_synchronous_full(store: &SqlStore<Sqlite>) {
+    match sqlx::query_scalar::<_, i64>(AssertSqlSafe(statement(SYNCHRONOUS)))
+        .fetch_one(store.pool())
+        .await
+    {
+        Ok(level) if level < SYNCHRONOUS_FULL => tracing::error!(
+            synchronous = level,
+            "the SQLite connections commit with synchronous below FULL: a power loss or an \
+             operating-system crash can lose inbox receipts already acknowledged with 202; \
+             use SqliteStore::connect_options (synchronous = FULL)"
+        ),
+        Ok(_) => {}
+        Err(error) => tracing::warn!(%error, "could not read the SQLite synchronous setting"),
     }
 }
 
@@ -201,6 +300,11 @@ impl SqlStore<Sqlite> {
     /// commits (the database stays consistent), and a claim lost that way means an event that
     /// can be processed twice.
     ///
+    /// Inbox mode's receipts need `FULL`: a receipt is acknowledged (202) once its commit
+    /// returns, and below `FULL` a power loss can undo receipts the provider was already told
+    /// arrived, events that are then lost. [`migrate`](SqlStore::migrate) logs an error when
+    /// the pool's connections commit below `FULL`.
+    ///
     /// # Errors
     ///
     /// [`Error::Database`] if the URL is invalid.
@@ -215,7 +319,7 @@ impl SqlStore<Sqlite> {
 
 #[cfg(test)]
 mod tests {
-    use crate::dialect::{STORE_COLUMNS, Sealed};
+    use crate::dialect::{INBOX_COLUMNS, STORE_COLUMNS, Sealed};
 
     #[test]
     fn the_migration_adds_every_store_column() {
@@ -228,7 +332,12 @@ mod tests {
             .iter()
             .map(|add_column| super::added_column(add_column))
             .collect();
-        assert_eq!(added, STORE_COLUMNS);
-        assert_eq!(<super::Sqlite as Sealed>::SQL.adopt.len(), 2);
+        let expected: Vec<&str> = STORE_COLUMNS
+            .iter()
+            .chain(&INBOX_COLUMNS)
+            .copied()
+            .collect();
+        assert_eq!(added, expected);
+        assert_eq!(<super::Sqlite as Sealed>::SQL.adopt.len(), 3);
     }
 }

@@ -1,0 +1,495 @@
+//! Inbox mode on SQLite: the inbox conformance suite (each check on a file of its own), the
+//! migration of the tables of the previous release and of the provider's schema, the purges
+//! users already run beside inbox events, and the rolling deploy between the two modes. Not
+//! ignored: SQLite needs no server.
+
+mod common;
+
+sangho_webhook::inbox_conformance!(async { common::sqlite_store(8).await.inbox_under_test() });
+
+use std::{collections::BTreeSet, time::Duration};
+
+use common::{
+    LONG, TYPE, TestStore, acquire, bodies, claim, complete, sqlite_store, sqlite_store_at,
+};
+use sangho_webhook::{
+    inbox::{EventState, FailedAttempt, Failure, Inbox, NextAttempt, Receipt},
+    store::{Claim, Claimant, Completion},
+    testing::{
+        conformance::unique_event_id,
+        inbox_conformance::{receive, stored, take_event},
+    },
+};
+use sangho_webhook_sqlx::{
+    SqliteStore,
+    sqlx::{self, AssertSqlSafe},
+};
+
+/// The schema of the store's previous release, as it shipped.
+const PREVIOUS_RELEASE: &str = include_str!("sql/sqlite_previous_release.sql");
+
+/// The provider's documented cleanup, as users run it from cron.
+const PROVIDER_CLEANUP: &str =
+    "DELETE FROM {table} WHERE processed_at < datetime('now', '-72 hours')";
+
+/// Runs `sql` (`{table}` stands for the store's table) on the store's pool.
+async fn run(store: &SqliteStore, sql: &str) {
+    sqlx::raw_sql(AssertSqlSafe(
+        sql.replace("{table}", store.table().as_str()),
+    ))
+    .execute(store.pool())
+    .await
+    .unwrap_or_else(|error| panic!("running {sql}: {error}"));
+}
+
+/// The statement the store's table was created with, as SQLite keeps it.
+async fn created_with(store: &SqliteStore) -> String {
+    sqlx::query_scalar("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?1")
+        .bind(store.table().as_str())
+        .fetch_one(store.pool())
+        .await
+        .expect("the table's statement")
+}
+
+/// The names of the store's table's indexes.
+async fn indexes(store: &SqliteStore) -> BTreeSet<String> {
+    sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ?1")
+        .bind(store.table().as_str())
+        .fetch_all(store.pool())
+        .await
+        .expect("the table's indexes")
+        .into_iter()
+        .collect()
+}
+
+/// A fresh, empty SQLite file and a store on it (not migrated); the directory goes with it.
+async fn unmigrated_store() -> (SqliteStore, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let store = sqlite_store_at(&dir.path().join("upgrade.db"), 4).await;
+    (store, dir)
+}
+
+/// After an upgrade: a new event goes through inbox mode from receipt to completion, and is
+/// a duplicate for both modes afterwards.
+async fn inbox_receipts_work(store: &SqliteStore) {
+    let id = stored(store, "upgraded").await;
+    let taken = take_event(store, &id, LONG).await;
+    let claimant = Claimant::new(&taken.event_id, &taken.event_type, &taken.token);
+    assert_eq!(
+        Inbox::complete(store, &claimant, LONG).await.unwrap(),
+        Completion::Recorded
+    );
+    assert_eq!(receive(store, &id).await, Receipt::Duplicate);
+    assert_eq!(claim(store, &id, LONG).await.unwrap(), Claim::Completed);
+}
+
+#[tokio::test]
+async fn migrate_upgrades_a_table_of_the_previous_release_in_place_and_runs_again() {
+    let (store, _dir) = unmigrated_store().await;
+    run(&store, PREVIOUS_RELEASE).await;
+    run(&store, "CREATE INDEX my_own_index ON {table} (event_type)").await;
+    // Rows as the previous release wrote them: a live completion, a live claim, a row of
+    // another tool without an expiry.
+    let (completed, held, foreign) = (
+        unique_event_id("completed"),
+        unique_event_id("held"),
+        unique_event_id("foreign"),
+    );
+    let now_ms = "CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)";
+    for (id, state, expires_at) in [
+        (&completed, "'completed'", format!("{now_ms} + 3600000")),
+        (&held, "'in_flight'", format!("{now_ms} + 3600000")),
+        (&foreign, "'completed'", "NULL".to_owned()),
+    ] {
+        sqlx::query(AssertSqlSafe(format!(
+            "INSERT INTO {} (event_id, event_type, processed_at, state, claim_token, expires_at)
+             VALUES (?1, ?2, strftime('%Y-%m-%d %H:%M:%f', 'now'), {state},
+                     '0123456789abcdef0123456789abcdef', {expires_at})",
+            store.table().as_str()
+        )))
+        .bind(id)
+        .bind(TYPE)
+        .execute(store.pool())
+        .await
+        .unwrap();
+    }
+    assert!(!created_with(&store).await.contains("'received'"));
+
+    store
+        .migrate()
+        .await
+        .expect("the previous release's table is upgraded");
+    let after_first = created_with(&store).await;
+    store.migrate().await.expect("migrate runs again");
+    assert_eq!(created_with(&store).await, after_first, "no second rebuild");
+
+    assert!(after_first.contains("'received'"), "{after_first}");
+    let indexes = indexes(&store).await;
+    for index in [
+        "my_own_index",
+        "idx_webhook_processed_at",
+        "idx_webhook_expires_at",
+        "idx_webhook_unfinished",
+    ] {
+        assert!(indexes.contains(index), "{index} in {indexes:?}");
+    }
+    assert_eq!(
+        bodies::event_ids(store.pool(), store.table()).await,
+        BTreeSet::from([completed.clone(), held.clone(), foreign.clone()])
+    );
+    assert_eq!(
+        claim(&store, &completed, LONG).await.unwrap(),
+        Claim::Completed
+    );
+    assert_eq!(claim(&store, &held, LONG).await.unwrap(), Claim::InFlight);
+    assert_eq!(
+        claim(&store, &foreign, LONG).await.unwrap(),
+        Claim::Completed
+    );
+    assert_eq!(receive(&store, &completed).await, Receipt::Duplicate);
+    assert_eq!(receive(&store, &held).await, Receipt::ClaimedByDelivery);
+    inbox_receipts_work(&store).await;
+}
+
+#[tokio::test]
+async fn migrate_upgrades_a_table_of_the_provider_schema_and_runs_again() {
+    let (store, _dir) = unmigrated_store().await;
+    run(
+        &store,
+        &<SqliteStore as bodies::TestDatabase>::provider_schema("{table}"),
+    )
+    .await;
+    let (recent, old) = (unique_event_id("recent"), unique_event_id("old"));
+    <SqliteStore as bodies::TestDatabase>::insert_seed_row(&store, &recent, false).await;
+    <SqliteStore as bodies::TestDatabase>::insert_seed_row(&store, &old, true).await;
+
+    store
+        .migrate()
+        .await
+        .expect("the provider's table is adopted");
+    store.migrate().await.expect("migrate runs again");
+
+    assert!(created_with(&store).await.contains("'received'"));
+    // Counted as completed for the adopted retention (72 hours): the recent row is a
+    // duplicate, the four-day-old one is forgotten.
+    assert_eq!(
+        claim(&store, &recent, LONG).await.unwrap(),
+        Claim::Completed
+    );
+    assert_eq!(receive(&store, &recent).await, Receipt::Duplicate);
+    assert_eq!(receive(&store, &old).await, Receipt::Stored);
+    take_event(&store, &old, LONG).await;
+    inbox_receipts_work(&store).await;
+}
+
+#[tokio::test]
+async fn migrate_rebuilds_a_provider_table_the_previous_release_adopted() {
+    let (store, _dir) = unmigrated_store().await;
+    run(
+        &store,
+        &<SqliteStore as bodies::TestDatabase>::provider_schema("{table}"),
+    )
+    .await;
+    // What the previous release's migration added to it.
+    run(
+        &store,
+        "ALTER TABLE {table} ADD COLUMN state VARCHAR(9) NOT NULL DEFAULT 'completed' \
+             CHECK (state IN ('in_flight', 'completed'));
+         ALTER TABLE {table} ADD COLUMN claim_token VARCHAR(32);
+         ALTER TABLE {table} ADD COLUMN expires_at INTEGER;",
+    )
+    .await;
+    let recent = unique_event_id("recent");
+    <SqliteStore as bodies::TestDatabase>::insert_seed_row(&store, &recent, false).await;
+
+    store.migrate().await.expect("the adopted table is rebuilt");
+    store.migrate().await.expect("migrate runs again");
+
+    assert!(created_with(&store).await.contains("'received'"));
+    assert!(
+        indexes(&store)
+            .await
+            .contains("processed_webhook_events_processed_at_idx")
+    );
+    assert_eq!(
+        claim(&store, &recent, LONG).await.unwrap(),
+        Claim::Completed
+    );
+    inbox_receipts_work(&store).await;
+}
+
+/// The events of [`unfinished_inbox_events_beside_expired_completions`].
+struct Unfinished {
+    waiting: String,
+    lease_run_out: String,
+    retrying: String,
+    dead: String,
+    expired: [String; 2],
+}
+
+/// A table holding a waiting, an in-flight (its lease run out), a retrying and a dead inbox
+/// event, and two completions past their retention (one of each mode) whose `processed_at`
+/// is four days old.
+async fn unfinished_inbox_events_beside_expired_completions(store: &SqliteStore) -> Unfinished {
+    let retrying = stored(store, "retrying").await;
+    let taken = take_event(store, &retrying, LONG).await;
+    let attempt = FailedAttempt::new("status 500", NextAttempt::After(LONG));
+    let claimant = Claimant::new(&taken.event_id, &taken.event_type, &taken.token);
+    assert_eq!(
+        store.fail(&claimant, &attempt).await.unwrap(),
+        Failure::Recorded
+    );
+    let dead = stored(store, "dead").await;
+    let taken = take_event(store, &dead, LONG).await;
+    let attempt = FailedAttempt::new("status 500", NextAttempt::Dead);
+    let claimant = Claimant::new(&taken.event_id, &taken.event_type, &taken.token);
+    assert_eq!(
+        store.fail(&claimant, &attempt).await.unwrap(),
+        Failure::Recorded
+    );
+    let inbox_completed = stored(store, "inbox_done").await;
+    let taken = take_event(store, &inbox_completed, LONG).await;
+    let claimant = Claimant::new(&taken.event_id, &taken.event_type, &taken.token);
+    assert_eq!(
+        Inbox::complete(store, &claimant, Duration::from_millis(1))
+            .await
+            .unwrap(),
+        Completion::Recorded
+    );
+    let direct_completed = unique_event_id("direct_done");
+    let token = acquire(store, &direct_completed, LONG).await;
+    assert_eq!(
+        complete(store, &direct_completed, &token, Duration::from_millis(1)).await,
+        Completion::Recorded
+    );
+    // Taken last: its lease runs out, and nothing takes it over.
+    let lease_run_out = stored(store, "lease_out").await;
+    take_event(store, &lease_run_out, Duration::from_millis(1)).await;
+    let waiting = stored(store, "waiting").await;
+    run(
+        store,
+        "UPDATE {table} SET processed_at = datetime('now', '-4 days')
+         WHERE processed_at IS NOT NULL",
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    Unfinished {
+        waiting,
+        lease_run_out,
+        retrying,
+        dead,
+        expired: [inbox_completed, direct_completed],
+    }
+}
+
+/// Runs `purge` on a fresh table of [`unfinished_inbox_events_beside_expired_completions`]:
+/// only the expired completions go, and the unfinished events keep their states.
+async fn purge_keeps_every_unfinished_inbox_event<F, Fut>(purge: F)
+where
+    F: FnOnce(TestStore<SqliteStore>) -> Fut,
+    Fut: std::future::Future<Output = TestStore<SqliteStore>>,
+{
+    let store = sqlite_store(4).await;
+    let events = unfinished_inbox_events_beside_expired_completions(&store.store).await;
+    // A restart's migration, adopting rows without an expiry for no retention at all: it must
+    // leave the inbox events' expiry alone.
+    let restarted = store.store.clone().with_adopted_retention(Duration::ZERO);
+    restarted.migrate().await.expect("migrate runs again");
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let store = purge(store).await;
+    let left = bodies::event_ids(store.pool(), store.table()).await;
+    for expired in &events.expired {
+        assert!(!left.contains(expired), "{expired} is purged: {left:?}");
+    }
+    let unfinished = [
+        (&events.waiting, EventState::Received),
+        (&events.lease_run_out, EventState::InFlight),
+        (&events.retrying, EventState::Received),
+        (&events.dead, EventState::Dead),
+    ];
+    assert_eq!(left.len(), unfinished.len(), "{left:?}");
+    for (id, state) in unfinished {
+        let shown = store.show(id).await.unwrap().expect("the event is kept");
+        assert_eq!(shown.summary.state, state, "{id}");
+    }
+}
+
+#[tokio::test]
+async fn the_store_s_purge_never_deletes_an_unfinished_inbox_event() {
+    purge_keeps_every_unfinished_inbox_event(|store| async move {
+        // Retention zero: every row without an expiry that has a `processed_at` would go.
+        store.purge(Duration::ZERO).await.expect("purge");
+        store
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_cron_purge_never_deletes_an_unfinished_inbox_event() {
+    purge_keeps_every_unfinished_inbox_event(|store| async move {
+        let cron = store.cron_purge_sql();
+        run(&store.store, &cron).await;
+        store
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn the_provider_s_cleanup_never_deletes_an_unfinished_inbox_event() {
+    purge_keeps_every_unfinished_inbox_event(|store| async move {
+        run(&store.store, PROVIDER_CLEANUP).await;
+        store
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_direct_mode_claim_of_an_inbox_event_is_a_duplicate_in_every_state() {
+    let test = sqlite_store(4).await;
+    let store = test.store.clone();
+    let waiting = stored(&store, "waiting").await;
+    assert_eq!(
+        claim(&store, &waiting, LONG).await.unwrap(),
+        Claim::Completed
+    );
+    let taken = take_event(&store, &waiting, LONG).await;
+    assert_eq!(
+        claim(&store, &waiting, LONG).await.unwrap(),
+        Claim::Completed
+    );
+    let claimant = Claimant::new(&taken.event_id, &taken.event_type, &taken.token);
+    let attempt = FailedAttempt::new("status 500", NextAttempt::Dead);
+    assert_eq!(
+        store.fail(&claimant, &attempt).await.unwrap(),
+        Failure::Recorded
+    );
+    assert_eq!(
+        claim(&store, &waiting, LONG).await.unwrap(),
+        Claim::Completed
+    );
+    // The claim changed nothing: the worker's event is still the inbox's.
+    let shown = store
+        .show(&waiting)
+        .await
+        .unwrap()
+        .expect("still in the inbox");
+    assert_eq!(shown.summary.state, EventState::Dead);
+}
+
+#[tokio::test]
+async fn an_inbox_receipt_of_a_direct_mode_event_answers_as_the_direct_mode_holds_it() {
+    let test = sqlite_store(4).await;
+    let store = test.store.clone();
+    let held = unique_event_id("held");
+    let token = acquire(&store, &held, LONG).await;
+    assert_eq!(receive(&store, &held).await, Receipt::ClaimedByDelivery);
+    assert_eq!(
+        complete(&store, &held, &token, LONG).await,
+        Completion::Recorded
+    );
+    assert_eq!(receive(&store, &held).await, Receipt::Duplicate);
+    assert!(
+        store.show(&held).await.unwrap().is_none(),
+        "not an inbox event"
+    );
+
+    // A claim whose lease ran out is taken over by the receipt.
+    let abandoned = unique_event_id("abandoned");
+    acquire(&store, &abandoned, Duration::from_millis(1)).await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(receive(&store, &abandoned).await, Receipt::Stored);
+    take_event(&store, &abandoned, LONG).await;
+}
+
+#[tokio::test]
+async fn a_direct_mode_claim_takes_over_an_expired_inbox_completion_and_clears_its_columns() {
+    let test = sqlite_store(4).await;
+    let store = test.store.clone();
+    let id = stored(&store, "expired").await;
+    let taken = take_event(&store, &id, LONG).await;
+    let claimant = Claimant::new(&taken.event_id, &taken.event_type, &taken.token);
+    assert_eq!(
+        Inbox::complete(&store, &claimant, Duration::from_millis(1))
+            .await
+            .unwrap(),
+        Completion::Recorded
+    );
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    acquire(&store, &id, LONG).await;
+    let (received_at, body, attempts): (Option<i64>, Option<Vec<u8>>, i64) =
+        sqlx::query_as(AssertSqlSafe(
+            "SELECT received_at, body, attempts FROM {table} WHERE event_id = ?1"
+                .replace("{table}", store.table().as_str()),
+        ))
+        .bind(&id)
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!((received_at, body, attempts), (None, None, 0));
+    assert!(
+        store.show(&id).await.unwrap().is_none(),
+        "no longer an inbox event"
+    );
+    assert_eq!(receive(&store, &id).await, Receipt::ClaimedByDelivery);
+}
+
+/// How long `migrate` takes to rebuild a table of the previous release holding
+/// `SANGHO_REBUILD_ROWS` rows (1,000,000 by default), printed per million rows. Run with
+/// `cargo test -p sangho-webhook-sqlx --all-features --test inbox_sqlite -- --ignored
+/// --nocapture the_rebuild_s_time`.
+#[tokio::test]
+#[ignore = "a measurement: run with --ignored --nocapture"]
+async fn the_rebuild_s_time_per_million_rows() {
+    let rows = bodies::env_count("SANGHO_REBUILD_ROWS", 1_000_000);
+    let (store, _dir) = unmigrated_store().await;
+    run(&store, PREVIOUS_RELEASE).await;
+    run(
+        &store,
+        &format!(
+            "WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < {rows})
+             INSERT INTO {{table}} (event_id, event_type, processed_at, state, claim_token,
+                                    expires_at)
+             SELECT 'evt_' || printf('%024d', n), 'payment_intent.succeeded',
+                    strftime('%Y-%m-%d %H:%M:%f', 'now'), 'completed', printf('%032d', n),
+                    CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) + 86400000
+             FROM seq"
+        ),
+    )
+    .await;
+    let started = std::time::Instant::now();
+    store.migrate().await.expect("the rebuild");
+    let took = started.elapsed();
+    assert!(created_with(&store).await.contains("'received'"));
+    let per_million = took.as_secs_f64() * 1_000_000.0 / rows as f64;
+    println!("rebuilt {rows} rows in {took:.2?}: {per_million:.2} s per million rows");
+}
+
+#[tokio::test]
+async fn the_direct_mode_s_completion_of_an_inbox_event_its_worker_holds_records_it() {
+    let test = sqlite_store(4).await;
+    let store = test.store.clone();
+    let id = stored(&store, "complete_in").await;
+    let taken = take_event(&store, &id, LONG).await;
+    // What `complete_in` runs inside a handler's transaction, with the worker's token.
+    assert_eq!(
+        complete(&store, &id, &taken.token, LONG).await,
+        Completion::Recorded
+    );
+    let (processed_at, due_at): (Option<String>, Option<i64>) = sqlx::query_as(AssertSqlSafe(
+        "SELECT processed_at, due_at FROM {table} WHERE event_id = ?1"
+            .replace("{table}", store.table().as_str()),
+    ))
+    .bind(&id)
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    assert!(processed_at.is_some(), "completed now");
+    assert_eq!(due_at, None);
+    let shown = store
+        .show(&id)
+        .await
+        .unwrap()
+        .expect("kept for its retention");
+    assert_eq!(shown.summary.state, EventState::Completed);
+    assert_eq!(receive(&store, &id).await, Receipt::Duplicate);
+}
