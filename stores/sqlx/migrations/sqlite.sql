@@ -71,6 +71,10 @@ CREATE INDEX IF NOT EXISTS idx_webhook_expires_at
 CREATE INDEX IF NOT EXISTS idx_webhook_unfinished
     ON processed_webhook_events (sequence) WHERE state IN ('received', 'in_flight');
 
+-- The receipt numbers each event one above the highest sequence: an index lookup, not a scan.
+CREATE INDEX IF NOT EXISTS idx_webhook_sequence
+    ON processed_webhook_events (sequence);
+
 -- A table of the provider's documented schema (event_id, event_type, processed_at) is
 -- upgraded by `SqliteStore::migrate`; by hand, run the statements below once instead of the
 -- CREATE TABLE above (SQLite has no ADD COLUMN IF NOT EXISTS). The rows already there count as

@@ -166,6 +166,7 @@ impl<D: Dialect> Inbox for SqlStore<D> {
         Ok(match status.as_deref() {
             Some("stored") => {
                 self.inbox_wake().notify_waiters();
+                D::notify_other_processes(self);
                 Receipt::Stored
             }
             Some("claimed") => Receipt::ClaimedByDelivery,
@@ -271,6 +272,7 @@ impl<D: Dialect> Inbox for SqlStore<D> {
             match self.inbox_owned(&self.inbox()?.abandon, &binds).await? {
                 true => {
                     self.inbox_wake().notify_waiters();
+                    D::notify_other_processes(self);
                     Release::Released
                 }
                 false => Release::NotHeld,
@@ -341,6 +343,7 @@ impl<D: Dialect> Inbox for SqlStore<D> {
         ];
         if self.inbox_owned(&self.inbox()?.replay, &binds).await? {
             self.inbox_wake().notify_waiters();
+            D::notify_other_processes(self);
             return Ok(Replayed::Replayed);
         }
         Ok(match self.inbox_state(event_id).await?.as_deref() {

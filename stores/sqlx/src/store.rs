@@ -101,6 +101,20 @@ pub struct SqlStore<D: Dialect> {
     inbox_wake: Arc<Notify>,
     /// Set once the store listens for other processes' notifications.
     listening: Arc<AtomicBool>,
+    /// The notifications owed to other processes, coalesced.
+    notifier: Arc<Notifier>,
+}
+
+/// The notifications a store owes other processes' inbox workers: set by receipts, abandons
+/// and replays, sent by one task, one notification for every change since the last.
+#[derive(Debug, Default)]
+pub(crate) struct Notifier {
+    /// A notification is owed.
+    pub(crate) pending: AtomicBool,
+    /// Wakes the task that sends it.
+    pub(crate) wake: Notify,
+    /// Set once the task runs.
+    pub(crate) started: AtomicBool,
 }
 
 impl<D: Dialect> Clone for SqlStore<D> {
@@ -114,6 +128,7 @@ impl<D: Dialect> Clone for SqlStore<D> {
             queries: self.queries.clone(),
             inbox_wake: self.inbox_wake.clone(),
             listening: self.listening.clone(),
+            notifier: self.notifier.clone(),
         }
     }
 }
@@ -175,7 +190,14 @@ impl<D: Dialect> SqlStore<D> {
             adopted_retention: Self::ADOPTED_RETENTION,
             inbox_wake: Arc::new(Notify::new()),
             listening: Arc::new(AtomicBool::new(false)),
+            notifier: Arc::default(),
         }
+    }
+
+    /// The notifications owed to other processes.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) fn notifier(&self) -> &Arc<Notifier> {
+        &self.notifier
     }
 
     /// What wakes this process's inbox workers.

@@ -92,14 +92,17 @@ impl TableName {
         const PROCESSED_AT: &str = "\u{0}processed_at_index\u{0}";
         const EXPIRES_AT: &str = "\u{0}expires_at_index\u{0}";
         const UNFINISHED: &str = "\u{0}unfinished_index\u{0}";
+        const SEQUENCE: &str = "\u{0}sequence_index\u{0}";
         script
             .replace("idx_webhook_processed_at", PROCESSED_AT)
             .replace("idx_webhook_expires_at", EXPIRES_AT)
             .replace("idx_webhook_unfinished", UNFINISHED)
+            .replace("idx_webhook_sequence", SEQUENCE)
             .replace(Self::DEFAULT, self.as_str())
             .replace(PROCESSED_AT, &self.index_name())
             .replace(EXPIRES_AT, &self.expiry_index_name())
             .replace(UNFINISHED, &self.index("unfinished"))
+            .replace(SEQUENCE, &self.index("sequence"))
     }
 }
 

@@ -317,3 +317,48 @@ async fn two_processes_of_four_workers_handle_every_event_once() {
         events as f64 / elapsed.as_secs_f64()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+async fn a_receipt_wakes_an_idle_worker_of_another_process_within_milliseconds() {
+    if let Ok(spec) = std::env::var(CHILD) {
+        return worker_process(spec).await;
+    }
+    let test = "a_receipt_wakes_an_idle_worker_of_another_process_within_milliseconds";
+    let store = postgres_store("wake", 4).await;
+    effects_table(&store.store).await;
+    let _effects = DropEffects(store.table().to_string());
+    // The worker process polls every 200 ms: a wake-up under that is a notification's.
+    let mut child = start_worker(test, &format!("record {} 1", store.table()), None);
+    let first = unique_event_id("wake");
+    receive(&store.store, &first).await;
+    wait_until_completed(&store.store, &first, Duration::from_secs(30)).await;
+    let mut latencies = Vec::new();
+    for _ in 0..50 {
+        tokio::time::sleep(Duration::from_millis(300)).await; // idle, past a poll
+        let id = unique_event_id("wake");
+        receive(&store.store, &id).await;
+        let received = Instant::now();
+        loop {
+            let state = store
+                .store
+                .show(&id)
+                .await
+                .unwrap()
+                .map(|r| r.summary.state);
+            if state != Some(EventState::Received) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        }
+        latencies.push(received.elapsed());
+    }
+    sigkill(&mut child);
+    latencies.sort();
+    let (p50, p99) = (latencies[24], latencies[49]);
+    eprintln!("receipt to take in another process, idle: p50 {p50:?}, p99 {p99:?} (50 receipts)");
+    assert!(
+        p99 <= Duration::from_millis(20),
+        "p99 {p99:?}: {latencies:?}"
+    );
+}

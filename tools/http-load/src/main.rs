@@ -679,8 +679,12 @@ async fn run(variant: Variant, load: Load) -> Result<RunResult, BoxError> {
     })
 }
 
+/// The worker tasks of the drain: as many as the store's pool has connections for, each take
+/// and completion a round trip.
+const DRAIN_WORKERS: usize = 16;
+
 /// Inbox mode's drain on `inbox`: `events` receipts from 64 concurrent senders (in process,
-/// without HTTP), then the workers (a no-op handler) started on the backlog, then, idle, 200
+/// without HTTP), then 16 workers (a no-op handler) started on the backlog, then, idle, 200
 /// receipts one at a time, each timed from its 202 to its handler's start. Prints the receipt
 /// and drain rates, their ratio, and the idle wake-up latency.
 async fn drain(name: &str, inbox: &Arc<dyn Inbox>, events: usize) -> Result<(), BoxError> {
@@ -716,7 +720,9 @@ async fn drain(name: &str, inbox: &Arc<dyn Inbox>, events: usize) -> Result<(), 
         async { Ok::<_, std::convert::Infallible>(http::Response::new(String::from("ok"))) }
     });
     let started = Instant::now();
-    let workers = InboxWorker::builder(inbox.clone(), handler).build()?.start();
+    let workers = InboxWorker::builder(inbox.clone(), handler)
+        .build()?
+        .start();
     loop {
         let stats = inbox.stats().await?;
         if stats.received == 0 && stats.in_flight == 0 {
@@ -749,12 +755,27 @@ async fn drain(name: &str, inbox: &Arc<dyn Inbox>, events: usize) -> Result<(), 
     let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize];
     eprintln!(
         "  {name} inbox: {events} receipts at {receipt_rate:.0}/s, drained at {drain_rate:.0} events/s \
-         by 4 workers: drain / receipt = {:.2}x; idle receipt-to-handler p50 {:?}, p99 {:?}",
+         by {DRAIN_WORKERS} workers: drain / receipt = {:.2}x; idle receipt-to-handler p50 {:?}, p99 {:?}",
         drain_rate / receipt_rate,
         at(0.5),
         at(0.99),
     );
     Ok(())
+}
+
+/// Waits until nothing waits or runs in `inbox` (at most 2 minutes).
+async fn drained(inbox: &Arc<dyn Inbox>) -> Result<(), BoxError> {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let stats = inbox.stats().await?;
+        if stats.received == 0 && stats.in_flight == 0 {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("the workers did not drain: {stats:?}").into());
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// A no-op handler for the inbox's workers: 200 at once.
@@ -771,8 +792,6 @@ async fn run_inbox(
     load: Load,
 ) -> Result<RunResult, BoxError> {
     let all = Filter::new();
-    let before = inbox.count(&all).await?;
-    let completed_before = inbox.stats().await?.completed;
     let receiver = InboxReceiver::builder(Secret::new(fixtures::SECRET)?, inbox.clone()).build()?;
     let handlers = Router::new().route(PATH, post(handle_in_worker));
     let running = workers.then(|| {
@@ -781,19 +800,15 @@ async fn run_inbox(
             .map(InboxWorker::start)
     });
     let running = running.transpose()?;
+    if running.is_some() {
+        // The steady state starts from an empty backlog (the rounds without workers left one).
+        drained(inbox).await?;
+    }
+    let before = inbox.count(&all).await?;
+    let completed_before = inbox.stats().await?.completed;
     let mut result = run(Variant::Inbox(receiver), load).await?;
     if let Some(running) = running {
-        let deadline = Instant::now() + Duration::from_secs(120);
-        loop {
-            let stats = inbox.stats().await?;
-            if stats.received == 0 && stats.in_flight == 0 {
-                break;
-            }
-            if Instant::now() > deadline {
-                return Err(format!("the workers did not drain: {stats:?}").into());
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        drained(inbox).await?;
         running.shutdown(Duration::from_secs(10)).await;
     }
     let stored = inbox.count(&all).await? - before;
@@ -1076,7 +1091,12 @@ struct Args {
     )]
     in_memory: String,
     /// Also drains a backlog of this many events through inbox mode on each SQL store (0: no)
-    #[arg(long, value_name = "EVENTS", env = "SANGHO_LOAD_DRAIN", default_value_t = 0)]
+    #[arg(
+        long,
+        value_name = "EVENTS",
+        env = "SANGHO_LOAD_DRAIN",
+        default_value_t = 0
+    )]
     drain: usize,
     /// 0 leaves out inbox mode's receipt (workers stopped, then running) on the SQL stores
     #[arg(

@@ -10,4 +10,4 @@ WITH given_back AS (
       AND received_at IS NOT NULL
     RETURNING 'abandoned' AS abandoned
 )
-SELECT abandoned FROM given_back, (SELECT pg_notify('{table}_inbox', '')) AS notified;
+SELECT abandoned FROM given_back;

@@ -39,11 +39,8 @@ stored AS (
             history = NULL
         WHERE e.expires_at <= statement_timestamp()
     RETURNING 1
-),
-notified AS (
-    SELECT pg_notify('{table}_inbox', '') FROM stored
 )
-SELECT 'stored' AS status FROM stored, notified
+SELECT 'stored' AS status FROM stored
 UNION ALL
 SELECT CASE
            WHEN e.received_at IS NULL AND e.state = 'in_flight' THEN 'claimed'

@@ -24,4 +24,4 @@ WITH replayed AS (
            OR (state = 'completed' AND $2 = 1 AND expires_at > statement_timestamp()))
     RETURNING 1
 )
-SELECT 'replayed' FROM replayed, (SELECT pg_notify('{table}_inbox', '')) AS notified;
+SELECT 'replayed' FROM replayed;

@@ -158,6 +158,14 @@ mod sealed {
             }
         }
 
+        /// Tells the inbox workers of other processes that an event may be due (the dialects
+        /// with notifications: PostgreSQL's `NOTIFY`). This process's own are woken already.
+        fn notify_other_processes(_store: &SqlStore<Self>)
+        where
+            Self: Dialect,
+        {
+        }
+
         /// Deletes at most `batch` rows past their own expiry, and at most `batch` rows without
         /// one (written by another tool) claimed more than `retention` ago, each in one short
         /// transaction at READ COMMITTED with statement and lock timeouts: how many it deleted.

@@ -5,6 +5,8 @@ use std::{
     time::Duration,
 };
 
+use std::sync::atomic::Ordering;
+
 use tokio::sync::Notify;
 
 use sqlx::{
@@ -16,7 +18,7 @@ use sqlx::{
 use super::{
     Dialect, InboxTemplates, Sealed, has_store_columns, micros, refuse_unusable, sealed::Templates,
 };
-use crate::{Error, SqlStore, TableName, queries::statement};
+use crate::{Error, SqlStore, TableName, queries::statement, store::Notifier};
 
 /// The PostgreSQL dialect (feature `postgres`): [`PostgresStore`](crate::PostgresStore).
 #[derive(Debug, Clone, Copy)]
@@ -43,6 +45,9 @@ const UPGRADE_SETTINGS: &str = include_str!("../../queries/postgres/upgrade_sett
 
 /// Whether an index is missing, invalid (a `CREATE INDEX CONCURRENTLY` that failed) or valid.
 const INDEX_STATE: &str = include_str!("../../queries/postgres/index_state.sql");
+
+/// Wakes the inbox workers of other processes.
+const NOTIFY: &str = include_str!("../../queries/postgres/inbox_notify.sql");
 
 /// Drops the unfinished events' index when it is invalid.
 const DROP_INVALID_INDEX: &str = include_str!("../../queries/postgres/drop_invalid_index.sql");
@@ -149,6 +154,20 @@ impl Sealed for Postgres {
         Ok(())
     }
 
+    fn notify_other_processes(store: &SqlStore<Self>) {
+        let notifier = store.notifier();
+        notifier.pending.store(true, Ordering::Release);
+        if !notifier.started.swap(true, Ordering::AcqRel) {
+            let sql = statement(NOTIFY).replace("{table}", store.table().as_str());
+            tokio::spawn(send_notifications(
+                store.pool().clone(),
+                sql,
+                Arc::downgrade(notifier),
+            ));
+        }
+        notifier.wake.notify_one();
+    }
+
     fn listen(store: &SqlStore<Self>) {
         if store.start_listening() {
             tokio::spawn(listen_for_receipts(
@@ -179,6 +198,26 @@ impl Sealed for Postgres {
             .await?;
         transaction.commit().await?;
         Ok(u64::try_from(deleted).unwrap_or(0))
+    }
+}
+
+/// Sends the notifications a store owes other processes, one for every change since the last,
+/// until the store is gone. A notification that fails is logged; the workers elsewhere still
+/// poll.
+async fn send_notifications(pool: PgPool, sql: String, notifier: Weak<Notifier>) {
+    loop {
+        let Some(owed) = notifier.upgrade() else {
+            return;
+        };
+        if !owed.pending.swap(false, Ordering::AcqRel) {
+            // Wakes at least once a minute to notice a store that is gone.
+            let _ = tokio::time::timeout(Duration::from_secs(60), owed.wake.notified()).await;
+            continue;
+        }
+        drop(owed);
+        if let Err(error) = pool.execute(AssertSqlSafe(sql.clone())).await {
+            tracing::warn!(%error, "could not notify the inbox workers of other processes");
+        }
     }
 }
 
