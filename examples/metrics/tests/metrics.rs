@@ -289,3 +289,35 @@ async fn sigterm_stops_the_example_with_exit_status_0() {
     assert!(output.contains("SIGTERM: shutting down"), "{output}");
     assert!(output.contains("stopped: nothing left running"), "{output}");
 }
+
+/// Inbox mode's receipt carries its `Outcome` too: the same counter counts it (`stored`,
+/// `duplicate`), beside the direct mode's.
+#[tokio::test]
+async fn inbox_receipts_are_counted_by_outcome() {
+    let recorder = recorder();
+    let _recording = metrics::set_default_local_recorder(&recorder);
+    let receiver = sangho_webhook::inbox::InboxReceiver::builder(
+        secret(),
+        sangho_webhook::inbox::MemoryInbox::new(),
+    )
+    .with_clock(fixtures::fixed_clock)
+    .build()
+    .unwrap();
+    let inbox_app = Router::new().route_service("/webhooks/sangho", receiver);
+    let app = example::with_metrics(inbox_app, recorder.handle());
+
+    assert_eq!(send(&app, delivery("evt_m_inbox")).await.status, 202);
+    assert_eq!(send(&app, delivery("evt_m_inbox")).await.status, 200);
+
+    let metrics = scrape(&app).await;
+    assert_eq!(
+        sample(&metrics, r#"outcome="stored""#),
+        Some(1),
+        "{metrics}"
+    );
+    assert_eq!(
+        sample(&metrics, r#"outcome="duplicate""#),
+        Some(1),
+        "{metrics}"
+    );
+}
