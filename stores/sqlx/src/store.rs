@@ -108,6 +108,7 @@ pub struct SqlStore<D: Dialect> {
 /// The notifications a store owes other processes' inbox workers: set by receipts, abandons
 /// and replays, sent by one task, one notification for every change since the last.
 #[derive(Debug, Default)]
+#[cfg_attr(not(feature = "postgres"), allow(dead_code))]
 pub(crate) struct Notifier {
     /// A notification is owed.
     pub(crate) pending: AtomicBool,

@@ -16,7 +16,13 @@ use std::{future::Future, sync::Arc, time::Duration};
 pub use mariadb::MariaDb;
 #[cfg(feature = "postgres")]
 pub use postgres::Postgres;
-pub(crate) use sealed::{Bind, Driver, InboxTemplates, RecordRow, Sealed, SummaryRow, TakenRow};
+// The dialects use `InboxTemplates`; without one (no database feature) nothing does.
+#[cfg_attr(
+    not(any(feature = "postgres", feature = "sqlite", feature = "mariadb")),
+    allow(unused_imports)
+)]
+pub(crate) use sealed::InboxTemplates;
+pub(crate) use sealed::{Bind, Driver, RecordRow, Sealed, SummaryRow, TakenRow};
 #[cfg(feature = "sqlite")]
 pub use sqlite::Sqlite;
 use sqlx::{
