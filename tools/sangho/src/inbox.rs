@@ -414,7 +414,7 @@ async fn list(inbox: &dyn Inbox, filter: Filter, json: bool) -> Result<ExitCode,
 
 async fn show(inbox: &dyn Inbox, id: &str, json: bool) -> Result<ExitCode, BoxError> {
     let Some(record) = inbox.show(id).await? else {
-        return Err(format!("unknown event {id}: the inbox does not hold it").into());
+        return Err(unknown(id).into());
     };
     let EventRecord {
         summary,
@@ -516,34 +516,23 @@ async fn replay_events(
     let Some(ids) = change_selected(inbox, selection, confirm, "replay").await? else {
         return Ok(ExitCode::SUCCESS);
     };
-    let mut refused = 0;
-    for id in &ids {
-        match inbox.replay(id, replay).await? {
-            Replayed::Replayed if replay.force => {
-                let reason = replay.reason.as_deref().unwrap_or_default();
-                eprintln!("forced replay of {id}: {reason}");
-                println!("replayed {id}");
+    each(ids, |id| async move {
+        Ok(match inbox.replay(&id, replay).await? {
+            Replayed::Replayed => {
+                if replay.force {
+                    let reason = replay.reason.as_deref().unwrap_or_default();
+                    eprintln!("forced replay of {id}: {reason}");
+                }
+                Ok(format!("replayed {id}"))
             }
-            Replayed::Replayed => println!("replayed {id}"),
-            Replayed::InFlight => {
-                refused += 1;
-                eprintln!("refused {id}: a worker is processing it right now");
-            }
-            Replayed::Completed => {
-                refused += 1;
-                eprintln!("refused {id}: it is completed; --force --reason WHY processes it again");
-            }
-            _ => {
-                refused += 1;
-                eprintln!("unknown event {id}: the inbox does not hold it");
-            }
-        }
-    }
-    Ok(if refused == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
+            Replayed::InFlight => Err(in_flight(&id)),
+            Replayed::Completed => Err(format!(
+                "refused {id}: it is completed; --force --reason WHY processes it again"
+            )),
+            _ => Err(unknown(&id)),
+        })
     })
+    .await
 }
 
 async fn discard_events(
@@ -554,17 +543,30 @@ async fn discard_events(
     let Some(ids) = change_selected(inbox, selection, confirm, "discard").await? else {
         return Ok(ExitCode::SUCCESS);
     };
+    each(ids, |id| async move {
+        Ok(match inbox.discard(&id).await? {
+            Discarded::Discarded => Ok(format!("discarded {id}")),
+            Discarded::InFlight => Err(in_flight(&id)),
+            _ => Err(unknown(&id)),
+        })
+    })
+    .await
+}
+
+/// Changes each event with `change`, which answers what it did (printed) or why it refused
+/// (printed on stderr): 0 when nothing was refused, 1 otherwise.
+async fn each<F, Done>(ids: Vec<String>, mut change: F) -> Result<ExitCode, BoxError>
+where
+    F: FnMut(String) -> Done,
+    Done: std::future::Future<Output = Result<Result<String, String>, BoxError>>,
+{
     let mut refused = 0;
-    for id in &ids {
-        match inbox.discard(id).await? {
-            Discarded::Discarded => println!("discarded {id}"),
-            Discarded::InFlight => {
+    for id in ids {
+        match change(id).await? {
+            Ok(done) => println!("{done}"),
+            Err(refusal) => {
                 refused += 1;
-                eprintln!("refused {id}: a worker is processing it right now");
-            }
-            _ => {
-                refused += 1;
-                eprintln!("unknown event {id}: the inbox does not hold it");
+                eprintln!("{refusal}");
             }
         }
     }
@@ -573,6 +575,14 @@ async fn discard_events(
     } else {
         ExitCode::FAILURE
     })
+}
+
+fn in_flight(id: &str) -> String {
+    format!("refused {id}: a worker is processing it right now")
+}
+
+fn unknown(id: &str) -> String {
+    format!("unknown event {id}: the inbox does not hold it")
 }
 
 /// An age (`90s`, `30m`, `2h`, `7d`) before `now`, or a UTC date (`2026-12-01`) or time
