@@ -262,6 +262,35 @@ pub async fn concurrent_takes_never_take_one_event_twice(inbox: Arc<dyn Inbox>) 
     assert_eq!(distinct, ids);
 }
 
+/// Eight takes at once from a backlog of due events each take one, five times over: a take
+/// passes over the events other takes hold, and never comes back empty while an event it could
+/// take is due (a take that locked every due event would leave the others empty-handed until
+/// the next poll).
+pub async fn concurrent_takes_of_a_backlog_each_take_an_event(inbox: Arc<dyn Inbox>) {
+    const TAKES: usize = 8;
+    for _ in 0..TAKES * 5 {
+        stored(&*inbox, "backlog").await;
+    }
+    let mut taken = HashSet::new();
+    for round in 1..=5 {
+        let together = Arc::new(tokio::sync::Barrier::new(TAKES));
+        let mut takes = tokio::task::JoinSet::new();
+        for _ in 0..TAKES {
+            let (inbox, together) = (inbox.clone(), together.clone());
+            takes.spawn(async move {
+                together.wait().await;
+                take(&*inbox, LONG).await
+            });
+        }
+        for event in takes.join_all().await {
+            let event = event.unwrap_or_else(|| {
+                panic!("round {round}: a take came back empty while events were due")
+            });
+            assert!(taken.insert(event.event_id), "an event taken twice");
+        }
+    }
+}
+
 /// A lease that runs out makes the event due again: another token takes it over as the next
 /// attempt, with the lost lease in its history, and the first token changes nothing any more.
 pub async fn an_expired_lease_is_taken_over(inbox: Arc<dyn Inbox>) {
@@ -724,6 +753,7 @@ macro_rules! __inbox_conformance_tests {
             a_duplicate_is_acknowledged_in_every_state,
             take_hands_out_events_in_receipt_order,
             concurrent_takes_never_take_one_event_twice,
+            concurrent_takes_of_a_backlog_each_take_an_event,
             an_expired_lease_is_taken_over,
             renew_extends_the_lease,
             completion_is_owner_checked,

@@ -10,10 +10,21 @@
 -- The first statement keeps the binds in session variables (the token as ASCII, compared byte
 -- for byte like the column); the UPDATE's assignments are evaluated in order, so the history
 -- reads the state and the attempts before they change.
+--
+-- One search per state, each in the order of the index on (state, sequence), so that InnoDB
+-- stops at the first due row it can lock: a single search over both states would read and
+-- lock every due row to sort them, and concurrent takes would skip them all. The waiting
+-- event received first, then an earlier event whose lease ran out, if there is one.
 SET @sangho_token = CONVERT(? USING ascii) COLLATE ascii_bin, @sangho_lease = ?,
-    @sangho_taken = NULL;
+    @sangho_taken = NULL, @sangho_sequence = NULL;
+SELECT event_id, sequence INTO @sangho_taken, @sangho_sequence FROM {table}
+WHERE state = 'received' AND due_at <= UTC_TIMESTAMP(6)
+ORDER BY sequence
+LIMIT 1
+FOR UPDATE SKIP LOCKED;
 SELECT event_id INTO @sangho_taken FROM {table}
-WHERE state IN ('received', 'in_flight') AND due_at <= UTC_TIMESTAMP(6)
+WHERE state = 'in_flight' AND sequence < COALESCE(@sangho_sequence, ~0)
+  AND due_at <= UTC_TIMESTAMP(6)
 ORDER BY sequence
 LIMIT 1
 FOR UPDATE SKIP LOCKED;
