@@ -5,12 +5,13 @@
 //! cost of the idempotency store; a fourth puts the layer over a store that records nothing
 //! (the layer's own cost, without deduplication).
 //!
-//! For each database store under test (PostgreSQL, SQLite, Redis) two variants run: the layer
+//! For each database store under test (PostgreSQL, SQLite, MariaDB, Redis) two variants run: the layer
 //! over the store, and the **raw recipe**: a handler that verifies and parses by hand (as the
 //! third variant does) and then deduplicates with the store crate's documented hand-written
 //! baseline on the same database, with a pool (or connection) of the same size as the store's:
 //! for SQL, `SELECT` the id, then (after the handler) `INSERT … ON CONFLICT (event_id) DO
-//! NOTHING` (as `stores/sqlx/benches/claim_complete.rs`); for Redis, `SET key 1 NX PX <lease>`,
+//! NOTHING` (as `stores/sqlx/benches/claim_complete.rs`; on MariaDB `ON DUPLICATE KEY UPDATE
+//! event_id = event_id`); for Redis, `SET key 1 NX PX <lease>`,
 //! then `SET key completed PX <retention>` (as `stores/redis/benches/claim_complete.rs`). The
 //! recipe is not exactly-once (two concurrent deliveries of one event both pass the `SELECT`);
 //! the load never sends an event twice at once, so the check below holds for it too.
@@ -20,7 +21,7 @@
 //! running a no-op handler (the steady state where received equals processed, woken by each
 //! receipt); both are compared with the raw recipe, and checked: each unique event stored once
 //! (and, with the workers, completed). `--inbox 0` leaves them out. `--drain N` then drains a
-//! backlog of N events on each SQL store: N receipts from 64 senders in process, the workers
+//! backlog of N events on each SQL store: N receipts from 64 senders in process, 16 workers
 //! started on the backlog (events/s, and the ratio to the receipts' rate), and the idle
 //! receipt-to-handler latency of 200 receipts one at a time.
 //!
@@ -50,10 +51,11 @@
 //! ```
 //!
 //! The database stores: `--stores` (or `SANGHO_LOAD_STORES`), a comma-separated list of
-//! `postgres`, `sqlite` and `redis`; by default SQLite (a file in a temporary directory, as `SqliteStore::connect`
-//! opens it: WAL, `synchronous = FULL`), and PostgreSQL and Redis when
-//! `SANGHO_TEST_POSTGRES_URL` / `SANGHO_TEST_REDIS_URL` is set (the URL of a listed one must
-//! be). `PostgresStore` and its recipe each get a fresh table, dropped afterwards; `RedisStore`
+//! `postgres`, `sqlite`, `mariadb` and `redis`; by default SQLite (a file in a temporary
+//! directory, as `SqliteStore::connect` opens it: WAL, `synchronous = FULL`), and PostgreSQL,
+//! MariaDB and Redis when `SANGHO_TEST_POSTGRES_URL` / `SANGHO_TEST_MYSQL_URL` /
+//! `SANGHO_TEST_REDIS_URL` is set (the URL of a listed one must be). `PostgresStore`,
+//! `MariaDbStore` and their recipes each get a fresh table, dropped afterwards; `RedisStore`
 //! and its recipe a fresh key prefix, keys expiring after 10 minutes. `--in-memory 0`
 //! (`SANGHO_LOAD_IN_MEMORY=0`) leaves out the four variants without a database (bare, by hand,
 //! null store, MokaStore). `--seconds` (per round), `--rounds` and `--connections`
@@ -87,15 +89,18 @@ use sangho_webhook::{
 };
 use sangho_webhook_redis::{RedisStore, redis};
 use sangho_webhook_sqlx::{
-    PostgresStore, SqliteStore,
+    MariaDbStore, PostgresStore, SqliteStore,
     sqlx::{
         self, AssertSqlSafe, Database, Encode, Executor, FromRow, IntoArguments, Pool, Type,
-        postgres::PgPoolOptions, sqlite::SqlitePoolOptions,
+        mysql::MySqlPoolOptions, postgres::PgPoolOptions, sqlite::SqlitePoolOptions,
     },
 };
 use tokio::{net::TcpListener, sync::oneshot};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The recipe's insert clause that leaves an existing row alone, on PostgreSQL and SQLite.
+const ON_CONFLICT_DO_NOTHING: &str = "ON CONFLICT (event_id) DO NOTHING";
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 const PATH: &str = "/webhooks/sangho";
@@ -217,12 +222,14 @@ where
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
 {
     /// Creates the provider's documented table `table` (`timestamp_default`: the database's
-    /// "now"); `placeholders` are the dialect's first two parameters.
+    /// "now"); `placeholders` are the dialect's first two parameters, `do_nothing` its clause
+    /// that leaves an existing row alone.
     async fn new(
         pool: Pool<DB>,
         table: &str,
         placeholders: [&str; 2],
         timestamp_default: &str,
+        do_nothing: &str,
     ) -> Result<Self, BoxError> {
         let schema = format!(
             "CREATE TABLE {table} (
@@ -238,8 +245,7 @@ where
             pool,
             select: format!("SELECT event_id FROM {table} WHERE event_id = {first}").into(),
             insert: format!(
-                "INSERT INTO {table} (event_id, event_type) VALUES ({first}, {second}) \
-                 ON CONFLICT (event_id) DO NOTHING"
+                "INSERT INTO {table} (event_id, event_type) VALUES ({first}, {second}) {do_nothing}"
             )
             .into(),
         })
@@ -721,17 +727,18 @@ async fn drain(name: &str, inbox: &Arc<dyn Inbox>, events: usize) -> Result<(), 
     });
     let started = Instant::now();
     let workers = InboxWorker::builder(inbox.clone(), handler)
+        .with_concurrency(DRAIN_WORKERS)
         .build()?
         .start();
-    loop {
-        let stats = inbox.stats().await?;
-        if stats.received == 0 && stats.in_flight == 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
+    // Timed by the handler's calls, not by polling the store's statistics, which would load
+    // the database the drain measures.
+    for _ in 0..events {
+        tokio::time::timeout(Duration::from_secs(60), started_rx.recv())
+            .await?
+            .ok_or("the workers stopped")?;
     }
+    drained(inbox).await?;
     let drain_rate = events as f64 / started.elapsed().as_secs_f64();
-    while started_rx.try_recv().is_ok() {}
 
     let mut latencies = Vec::new();
     for n in 0..200 {
@@ -867,16 +874,18 @@ struct Backend {
 enum Kind {
     Postgres,
     Sqlite,
+    MariaDb,
     Redis,
 }
 
 impl Kind {
-    const ALL: [Self; 3] = [Self::Postgres, Self::Sqlite, Self::Redis];
+    const ALL: [Self; 4] = [Self::Postgres, Self::Sqlite, Self::MariaDb, Self::Redis];
 
     fn name(self) -> &'static str {
         match self {
             Self::Postgres => "postgres",
             Self::Sqlite => "sqlite",
+            Self::MariaDb => "mariadb",
             Self::Redis => "redis",
         }
     }
@@ -886,6 +895,7 @@ impl Kind {
         match self {
             Self::Postgres => Some("SANGHO_TEST_POSTGRES_URL"),
             Self::Sqlite => None,
+            Self::MariaDb => Some("SANGHO_TEST_MYSQL_URL"),
             Self::Redis => Some("SANGHO_TEST_REDIS_URL"),
         }
     }
@@ -906,7 +916,10 @@ impl Kind {
                     .into_iter()
                     .find(|kind| kind.name() == name)
                     .ok_or_else(|| {
-                        format!("--stores: unknown store {name:?} (postgres, sqlite, redis)").into()
+                        format!(
+                            "--stores: unknown store {name:?} (postgres, sqlite, mariadb, redis)"
+                        )
+                        .into()
                     })
             })
             .collect()
@@ -933,8 +946,14 @@ impl Kind {
                     .connect(&url)
                     .await?;
                 let raw_table = format!("bench_http_load_{tag}_raw");
-                let recipe =
-                    SqlRecipe::new(pool.clone(), &raw_table, ["$1", "$2"], "NOW()").await?;
+                let recipe = SqlRecipe::new(
+                    pool.clone(),
+                    &raw_table,
+                    ["$1", "$2"],
+                    "NOW()",
+                    ON_CONFLICT_DO_NOTHING,
+                )
+                .await?;
                 let drop = format!("DROP TABLE IF EXISTS {}, {raw_table}", store.table());
                 Backend {
                     name: "PostgreSQL",
@@ -968,6 +987,7 @@ impl Kind {
                     "processed_webhook_events",
                     ["?1", "?2"],
                     "CURRENT_TIMESTAMP",
+                    ON_CONFLICT_DO_NOTHING,
                 )
                 .await?;
                 Backend {
@@ -981,6 +1001,43 @@ impl Kind {
                             pool.close().await;
                             store.pool().close().await;
                             dir.close()?;
+                            Ok(())
+                        })
+                    }),
+                }
+            }
+            Self::MariaDb => {
+                let store = MariaDbStore::connect(&url)
+                    .await?
+                    .with_table_name(format!("bench_http_load_{tag}"))?;
+                store.migrate().await?;
+                // The same pool size and timeout as `MariaDbStore::connect`'s.
+                let pool = MySqlPoolOptions::new()
+                    .max_connections(MariaDbStore::MAX_CONNECTIONS)
+                    .acquire_timeout(MariaDbStore::ACQUIRE_TIMEOUT)
+                    .connect(&url)
+                    .await?;
+                let raw_table = format!("bench_http_load_{tag}_raw");
+                let recipe = SqlRecipe::new(
+                    pool.clone(),
+                    &raw_table,
+                    ["?", "?"],
+                    "CURRENT_TIMESTAMP",
+                    "ON DUPLICATE KEY UPDATE event_id = event_id",
+                )
+                .await?;
+                let drop = format!("DROP TABLE IF EXISTS {}, {raw_table}", store.table());
+                Backend {
+                    name: "MariaDB",
+                    store_name: "MariaDbStore",
+                    store: Arc::new(store.clone()),
+                    recipe: Arc::new(recipe),
+                    inbox: Some(Arc::new(store.clone())),
+                    cleanup: Box::new(move || {
+                        Box::pin(async move {
+                            sqlx::raw_sql(AssertSqlSafe(drop)).execute(&pool).await?;
+                            pool.close().await;
+                            store.pool().close().await;
                             Ok(())
                         })
                     }),
