@@ -10,11 +10,19 @@
 //! mode work on the table afterwards, and that a second `migrate()` changes nothing. Prints
 //! the migration's time and the load's latencies during it (maximum, p99).
 //!
-//! Ignored by default (it needs the servers, and a minute or so per backend with 1 000 000
-//! rows): run with `cargo test -p sangho-webhook-sqlx --all-features --test
-//! inbox_migration_load -- --include-ignored --test-threads 1 --nocapture`, against
-//! `SANGHO_TEST_POSTGRES_URL` and `SANGHO_TEST_MYSQL_URL` (defaults
-//! `postgres://postgres@127.0.0.1:5432/test`, `mysql://root@127.0.0.1:3306/test`).
+//! The second test of each backend runs the same while one of the previous release's handler
+//! transactions (a completion with `complete_in`) holds the table for 3 s as the migration
+//! starts: the migration's wait for the table's exclusive lock queues the claims behind it, so
+//! it must give up soon and try again, instead of waiting the transaction out (MariaDB's
+//! default `lock_wait_timeout` is a day: the claims queued behind it failed after their own 2 s)
+//! or failing (PostgreSQL's former single try under a 2 s `lock_timeout`: `migrate()` failed
+//! with SQLSTATE 55P03).
+//!
+//! Ignored by default (it needs the servers; about 10 to 15 s per test with 1 000 000 rows):
+//! run with `cargo test -p sangho-webhook-sqlx --all-features --test inbox_migration_load --
+//! --include-ignored --test-threads 1 --nocapture`, against `SANGHO_TEST_POSTGRES_URL` and
+//! `SANGHO_TEST_MYSQL_URL` (defaults `postgres://postgres@127.0.0.1:5432/test`,
+//! `mysql://root@127.0.0.1:3306/test`).
 
 mod common;
 
@@ -52,6 +60,19 @@ const BOUND: Duration = Duration::from_secs(1);
 const PREVIOUS_LOCK_TIMEOUT_S: u64 = 2;
 const LEASE_US: i64 = 60_000_000;
 const RETENTION_US: i64 = 72 * 3_600_000_000;
+
+/// How long the long transaction of the second test of each backend holds the table: longer
+/// than a claim's lock timeout, so that a migration that queued the claims behind its wait
+/// for it would fail them.
+const HELD: Duration = Duration::from_secs(3);
+
+/// The backend, and the long transaction if there is one, for the figures.
+fn label(backend: &str, held: Option<Duration>) -> String {
+    match held {
+        Some(held) => format!("{backend}, a transaction holding the table for {held:?}"),
+        None => backend.to_owned(),
+    }
+}
 
 /// The table's rows: `SANGHO_MIGRATION_ROWS`, or 1 000 000.
 fn rows() -> u64 {
@@ -218,7 +239,11 @@ where
         (claimed, token, id)
     };
     let (claimed, _, _) = claim(old.to_owned()).await;
-    assert_eq!(claimed, Claim::Completed, "an old event is still a duplicate");
+    assert_eq!(
+        claimed,
+        Claim::Completed,
+        "an old event is still a duplicate"
+    );
     let (claimed, token, id) = claim(unique_event_id("direct")).await;
     assert_eq!(claimed, Claim::Acquired);
     assert_eq!(
@@ -308,15 +333,14 @@ mod postgres {
                 other => Err(format!("claim {id}: {other:?}")),
             }
         } else {
-            let owner: Option<String> =
-                sqlx::query_scalar(AssertSqlSafe(complete_sql.to_string()))
-                    .bind(&id)
-                    .bind(TYPE)
-                    .bind(&token)
-                    .bind(RETENTION_US)
-                    .fetch_optional(&pool)
-                    .await
-                    .map_err(|error| format!("complete {id}: {error}"))?;
+            let owner: Option<String> = sqlx::query_scalar(AssertSqlSafe(complete_sql.to_string()))
+                .bind(&id)
+                .bind(TYPE)
+                .bind(&token)
+                .bind(RETENTION_US)
+                .fetch_optional(&pool)
+                .await
+                .map_err(|error| format!("complete {id}: {error}"))?;
             match owner {
                 Some(owner) if owner == token => Ok(()),
                 other => Err(format!("complete {id}: {other:?}")),
@@ -324,9 +348,49 @@ mod postgres {
         }
     }
 
+    /// Opens a transaction that claims a new event and completes it as the previous release's
+    /// `complete_in` does in a handler's transaction, and commits it after `held`: the
+    /// transaction's lock on the table stays held until then.
+    async fn hold_the_table(
+        pool: &PgPool,
+        sql: &(Arc<str>, Arc<str>),
+        held: Duration,
+    ) -> tokio::task::JoinHandle<()> {
+        let (id, token) = (unique_event_id("held"), ClaimToken::generate());
+        let token = token.as_str().to_owned();
+        operation(pool.clone(), sql.clone(), true, id.clone(), token.clone())
+            .await
+            .expect("claim the held event");
+        let mut transaction = pool.begin().await.unwrap();
+        sqlx::query(AssertSqlSafe(sql.1.to_string()))
+            .bind(&id)
+            .bind(TYPE)
+            .bind(&token)
+            .bind(RETENTION_US)
+            .execute(&mut *transaction)
+            .await
+            .expect("complete in the handler's transaction");
+        tokio::spawn(async move {
+            tokio::time::sleep(held).await;
+            transaction.commit().await.unwrap();
+        })
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     #[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
     async fn the_upgrade_of_a_busy_table_neither_rewrites_it_nor_blocks_its_claims() {
+        busy_table(None).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    #[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+    async fn the_upgrade_waits_for_a_long_transaction_without_blocking_the_claims() {
+        busy_table(Some(HELD)).await;
+    }
+
+    /// The upgrade of a busy table, under the load of the previous release and, with `held`,
+    /// while one of its handlers' transactions holds the table for that long.
+    async fn busy_table(held: Option<Duration>) {
         let rows = rows();
         let table = common::unique_table("migload");
         let _drop = DropTable(table.clone());
@@ -362,16 +426,31 @@ mod postgres {
                 .into(),
             for_table(COMPLETE, &table).into(),
         );
+        let holder = load.clone();
         let measured = migrate_under_load(
-            move |claim, id, token| operation(load.clone(), sql.clone(), claim, id, token),
+            {
+                let sql = sql.clone();
+                move |claim, id, token| operation(load.clone(), sql.clone(), claim, id, token)
+            },
             async {
+                let held = match held {
+                    Some(held) => Some(hold_the_table(&holder, &sql, held).await),
+                    None => None,
+                };
                 timed_migrate(&store).await;
+                if let Some(held) = held {
+                    held.await.unwrap();
+                }
             },
         )
         .await;
 
-        check_the_load("postgres", rows, &measured);
-        assert_eq!(filenode(&pool, &table).await, before, "the table was rewritten");
+        check_the_load(&label("postgres", held), rows, &measured);
+        assert_eq!(
+            filenode(&pool, &table).await,
+            before,
+            "the table was rewritten"
+        );
         check_both_modes(&store, "evt_old_1").await;
         let again = timed_migrate(&store).await;
         eprintln!("postgres: migrate() again, up to date: {again:?}");
@@ -460,9 +539,49 @@ mod mariadb {
         }
     }
 
+    /// Opens a transaction that claims a new event and completes it as the previous release's
+    /// `complete_in` does in a handler's transaction, and commits it after `held`: the
+    /// transaction's metadata lock on the table stays held until then.
+    async fn hold_the_table(
+        pool: &MySqlPool,
+        sql: &(Arc<str>, Arc<str>),
+        held: Duration,
+    ) -> tokio::task::JoinHandle<()> {
+        let (id, token) = (unique_event_id("held"), ClaimToken::generate());
+        let token = token.as_str().to_owned();
+        operation(pool.clone(), sql.clone(), true, id.clone(), token.clone())
+            .await
+            .expect("claim the held event");
+        let mut transaction = pool.begin().await.unwrap();
+        sqlx::query(AssertSqlSafe(sql.1.to_string()))
+            .bind(&id)
+            .bind(TYPE)
+            .bind(&token)
+            .bind(RETENTION_US)
+            .execute(&mut *transaction)
+            .await
+            .expect("complete in the handler's transaction");
+        tokio::spawn(async move {
+            tokio::time::sleep(held).await;
+            transaction.commit().await.unwrap();
+        })
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     #[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
     async fn the_upgrade_of_a_busy_table_neither_rebuilds_it_nor_blocks_its_claims() {
+        busy_table(None).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    #[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+    async fn the_upgrade_waits_for_a_long_transaction_without_blocking_the_claims() {
+        busy_table(Some(HELD)).await;
+    }
+
+    /// The upgrade of a busy table, under the load of the previous release and, with `held`,
+    /// while one of its handlers' transactions holds the table for that long.
+    async fn busy_table(held: Option<Duration>) {
         let rows = rows();
         let table = common::unique_table("migload");
         let _drop = common::MariaDbTableGuard(table.clone());
@@ -494,15 +613,26 @@ mod mariadb {
                 .into(),
             for_table(COMPLETE, &table).into(),
         );
+        let holder = load.clone();
         let measured = migrate_under_load(
-            move |claim, id, token| operation(load.clone(), sql.clone(), claim, id, token),
+            {
+                let sql = sql.clone();
+                move |claim, id, token| operation(load.clone(), sql.clone(), claim, id, token)
+            },
             async {
+                let held = match held {
+                    Some(held) => Some(hold_the_table(&holder, &sql, held).await),
+                    None => None,
+                };
                 timed_migrate(&store).await;
+                if let Some(held) = held {
+                    held.await.unwrap();
+                }
             },
         )
         .await;
 
-        check_the_load("mariadb", rows, &measured);
+        check_the_load(&label("mariadb", held), rows, &measured);
         assert_eq!(
             tablespace(&pool, &table).await,
             before,
