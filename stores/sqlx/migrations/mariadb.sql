@@ -9,6 +9,14 @@
 -- uses the store's adopted retention). Run it in a session whose time_zone is '+00:00' (as
 -- `MariaDbStore::migrate` does), so that a TIMESTAMP processed_at reads as UTC.
 --
+-- Each ALTER TABLE and CREATE INDEX needs the table's exclusive metadata lock for a moment, and
+-- waits for every transaction that holds the table to end; every statement on the table that
+-- arrives meanwhile (every claim) queues behind it. So each waits briefly, then fails and lets
+-- the queued statements go on: the instant ALTER TABLEs give up after 0.5 s
+-- (max_statement_time, error 1969), the others after 1 s (lock_wait_timeout, which MariaDB
+-- counts in whole seconds, error 1205). `MariaDbStore::migrate` runs such a statement again
+-- after a pause of 1 s, for 10 s at most; by hand, run the script again.
+--
 -- event_id     ASCII, compared byte for byte: event ids are case-sensitive. (An adopted
 --              table keeps its own collation; with a case-insensitive one, two ids that
 --              differ only in case count as one event.)
@@ -66,6 +74,7 @@ CREATE TABLE IF NOT EXISTS processed_webhook_events (
 
 -- A table of the provider's documented schema: add the store's columns, and give the rows
 -- already there their retention.
+SET STATEMENT lock_wait_timeout = 1 FOR
 ALTER TABLE processed_webhook_events
     ADD COLUMN IF NOT EXISTS processed_at DATETIME(6) DEFAULT (UTC_TIMESTAMP(6)),
     ADD COLUMN IF NOT EXISTS state VARCHAR(9) CHARACTER SET ascii NOT NULL DEFAULT 'completed'
@@ -77,6 +86,7 @@ ALTER TABLE processed_webhook_events
 -- dictionary only (ALGORITHM=INSTANT: no copy or rebuild of the table), and let the state
 -- column hold inbox mode's states (its CHECK replaced, instantly too: the rows already there
 -- hold the old states, which the new check allows).
+SET STATEMENT max_statement_time = 0.5 FOR
 ALTER TABLE processed_webhook_events
     ADD COLUMN IF NOT EXISTS received_at DATETIME(6),
     ADD COLUMN IF NOT EXISTS replayed_at DATETIME(6),
@@ -91,6 +101,7 @@ ALTER TABLE processed_webhook_events
     ADD COLUMN IF NOT EXISTS history TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
     ALGORITHM = INSTANT;
 
+SET STATEMENT max_statement_time = 0.5 FOR
 ALTER TABLE processed_webhook_events
     MODIFY state VARCHAR(9) CHARACTER SET ascii NOT NULL DEFAULT 'completed'
         CHECK (state IN ('received', 'in_flight', 'completed', 'dead')),
@@ -104,14 +115,18 @@ UPDATE processed_webhook_events
 SET expires_at = COALESCE(processed_at, UTC_TIMESTAMP(6)) + INTERVAL 72 HOUR
 WHERE expires_at IS NULL AND received_at IS NULL;
 
+SET STATEMENT lock_wait_timeout = 1 FOR
 CREATE INDEX IF NOT EXISTS idx_webhook_processed_at
     ON processed_webhook_events (processed_at);
 
 -- The purge deletes by each row's own expiry.
+SET STATEMENT lock_wait_timeout = 1 FOR
 CREATE INDEX IF NOT EXISTS idx_webhook_expires_at
     ON processed_webhook_events (expires_at);
 
 -- Inbox mode's take reads the unfinished events in the order of receipt. Built in place
--- (ALGORITHM=INPLACE, LOCK=NONE: receipts and claims go on meanwhile).
+-- (ALGORITHM=INPLACE, LOCK=NONE: receipts and claims go on meanwhile; the exclusive metadata
+-- lock only at its start and at its end).
+SET STATEMENT lock_wait_timeout = 1 FOR
 CREATE INDEX IF NOT EXISTS idx_webhook_unfinished
     ON processed_webhook_events (state, sequence) ALGORITHM = INPLACE LOCK = NONE;

@@ -5,6 +5,8 @@
 -- they are and only adds what is missing. Rows already in such a table count as completed
 -- events until their processed_at (or, without one, the time of the upgrade) plus the
 -- retention (72 hours here; `PostgresStore::migrate` uses the store's adopted retention).
+-- Run the statements up to the line "Outside a transaction" in one transaction, and the last
+-- one on its own (CREATE INDEX CONCURRENTLY cannot run in a transaction), as `migrate` does.
 --
 -- processed_at when the event was last claimed (the delivery that processed it arrived).
 -- state        'in_flight' (a delivery holds a claim) or 'completed' (processed).
@@ -59,9 +61,18 @@ CREATE TABLE IF NOT EXISTS processed_webhook_events (
 -- A table of the provider's documented schema: add the store's columns, and give the rows
 -- already there their retention.
 -- A table of the store's previous release: add inbox mode's columns. Each ADD COLUMN is a
--- change of the catalog only (no rewrite of the table), under the 2 s lock timeout that
--- `migrate` sets; the state's check is replaced without scanning the table (NOT VALID: the
--- rows already there hold the old states, which the new check allows too).
+-- change of the catalog only (no rewrite of the table); the state's check is replaced without
+-- scanning the table (NOT VALID: the rows already there hold the old states, which the new
+-- check allows too).
+--
+-- The ALTER TABLE needs the table's exclusive lock until the transaction ends, and every
+-- statement on the table that arrives while it waits for that lock (behind a long transaction
+-- that holds the table) queues behind it: it waits at most 500 ms, then fails (SQLSTATE 55P03)
+-- and the queued claims go on. `migrate` then tries again after a pause of 1 s, for 30 s at
+-- most; by hand, run this part again. (SET LOCAL: for this transaction only; run this part in
+-- a transaction, as `migrate` does.)
+SET LOCAL lock_timeout = '500ms';
+
 ALTER TABLE processed_webhook_events
     ADD COLUMN IF NOT EXISTS processed_at TIMESTAMP DEFAULT NOW(),
     ADD COLUMN IF NOT EXISTS state VARCHAR(9) NOT NULL DEFAULT 'completed',

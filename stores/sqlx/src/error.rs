@@ -48,6 +48,21 @@ pub enum Error {
         /// How long it waited.
         waited: Duration,
     },
+    /// [`migrate`](crate::SqlStore::migrate) found the table held by another transaction (a
+    /// handler's transaction, a long report) every time it tried to change it, for longer than
+    /// it allows; nothing was changed. Each try waits for the table only briefly, so that the
+    /// traffic queued behind it is never blocked for long (see
+    /// [`migrate`](crate::SqlStore::migrate)). Try again.
+    #[error(
+        "table {table} stayed busy for {waited:?}: another transaction held it every time the \
+         upgrade tried to change it"
+    )]
+    TableBusy {
+        /// The table.
+        table: String,
+        /// How long it tried.
+        waited: Duration,
+    },
     /// [`migrate`](crate::SqlStore::migrate) found a MariaDB server older than 10.6, the first
     /// with `SELECT … FOR UPDATE SKIP LOCKED` (inbox mode's take), or a server that is not
     /// MariaDB; nothing was changed. Upgrade the server.

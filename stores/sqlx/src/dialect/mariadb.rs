@@ -59,8 +59,14 @@ const INBOX_TRIES: u32 = 3;
 /// The oldest MariaDB `migrate` accepts: 10.6, the first with `SKIP LOCKED`.
 const OLDEST_SERVER: (u32, u32) = (10, 6);
 
-/// How long a migration waits for another replica's migration.
+/// How long a migration waits for another replica's migration, and how long it keeps trying
+/// a statement of the script on a table that another transaction holds.
 const MIGRATION_LOCK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The pause between two tries of a statement of the migration script that gave up waiting
+/// for the table's metadata lock (the script bounds each wait): the claims queued behind the
+/// try run meanwhile.
+const BUSY_TABLE_PAUSE: Duration = Duration::from_secs(1);
 
 /// The table's columns, in lower case.
 async fn columns(
@@ -188,10 +194,11 @@ impl Sealed for MariaDb {
                 "INTERVAL 72 HOUR",
                 &format!("INTERVAL {} MICROSECOND", micros(store.adopted_retention())),
             );
+            let deadline = tokio::time::Instant::now() + MIGRATION_LOCK_TIMEOUT;
             let mut result = Ok(());
             for statement in statements(&script) {
-                if let Err(error) = connection.execute(AssertSqlSafe(statement)).await {
-                    result = Err(error.into());
+                result = run_when_free(&mut connection, table, &statement, deadline).await;
+                if result.is_err() {
                     break;
                 }
             }
@@ -274,6 +281,43 @@ impl Sealed for MariaDb {
             .rows_affected();
         Ok(expired + unexpiring)
     }
+}
+
+/// Runs `statement` of the migration script, again after [`BUSY_TABLE_PAUSE`] each time it
+/// gave up waiting for the table's metadata lock (another transaction held the table: error
+/// 1205 after its `lock_wait_timeout`, or 1969 after its `max_statement_time`), until
+/// `deadline`. Every statement of the script is safe to run again.
+async fn run_when_free(
+    connection: &mut sqlx::pool::PoolConnection<sqlx::MySql>,
+    table: &crate::TableName,
+    statement: &str,
+    deadline: tokio::time::Instant,
+) -> Result<(), Error> {
+    loop {
+        match connection
+            .execute(AssertSqlSafe(statement.to_owned()))
+            .await
+        {
+            Err(sqlx::Error::Database(error)) if waited_too_long(&*error) => {
+                if tokio::time::Instant::now() + BUSY_TABLE_PAUSE > deadline {
+                    return Err(Error::TableBusy {
+                        table: table.as_str().to_owned(),
+                        waited: MIGRATION_LOCK_TIMEOUT,
+                    });
+                }
+                tokio::time::sleep(BUSY_TABLE_PAUSE).await;
+            }
+            other => return other.map(drop).map_err(Error::from),
+        }
+    }
+}
+
+/// Whether a statement gave up on a lock wait: ER_LOCK_WAIT_TIMEOUT (1205) or
+/// ER_STATEMENT_TIMEOUT (1969).
+fn waited_too_long(error: &dyn DatabaseError) -> bool {
+    error
+        .try_downcast_ref::<MySqlDatabaseError>()
+        .is_some_and(|error| matches!(error.number(), 1205 | 1969))
 }
 
 /// Whether InnoDB aborted the statement (or its transaction) on a deadlock.
@@ -436,14 +480,19 @@ mod tests {
             crate::queries::statements(<super::MariaDb as crate::dialect::Sealed>::SQL.schema);
         assert_eq!(statements.len(), 9);
         assert!(statements[0].starts_with("CREATE TABLE IF NOT EXISTS"));
-        assert!(statements[1].starts_with("ALTER TABLE"));
-        assert!(statements[2].starts_with("ALTER TABLE"));
-        assert!(statements[3].starts_with("ALTER TABLE"));
+        // Each statement that takes the table's exclusive metadata lock waits for it briefly.
+        assert!(statements[1].starts_with("SET STATEMENT lock_wait_timeout = 1 FOR\nALTER TABLE"));
+        for instant in &statements[2..4] {
+            assert!(instant.starts_with("SET STATEMENT max_statement_time = 0.5 FOR\nALTER TABLE"));
+            assert!(instant.ends_with("ALGORITHM = INSTANT"));
+        }
         assert!(statements[4].starts_with("CREATE SEQUENCE IF NOT EXISTS"));
         assert!(statements[5].starts_with("UPDATE"));
         assert!(statements[5].ends_with("WHERE expires_at IS NULL AND received_at IS NULL"));
         for index in &statements[6..] {
-            assert!(index.starts_with("CREATE INDEX IF NOT EXISTS"));
+            assert!(index.starts_with(
+                "SET STATEMENT lock_wait_timeout = 1 FOR\nCREATE INDEX IF NOT EXISTS"
+            ));
         }
     }
 

@@ -40,7 +40,7 @@ const SESSION: &str = include_str!("../../queries/postgres/session.sql");
 /// Serialises concurrent `migrate()` calls, waiting at most [`MIGRATION_LOCK_TIMEOUT`].
 const MIGRATION_LOCK: &str = include_str!("../../queries/postgres/migration_lock.sql");
 
-/// The lock timeout and the log level of the migration script's run.
+/// The log level of the migration script's run.
 const UPGRADE_SETTINGS: &str = include_str!("../../queries/postgres/upgrade_settings.sql");
 
 /// Whether an index is missing, invalid (a `CREATE INDEX CONCURRENTLY` that failed) or valid.
@@ -55,8 +55,14 @@ const DROP_INVALID_INDEX: &str = include_str!("../../queries/postgres/drop_inval
 /// The line of the migration script after which its statements run outside a transaction.
 const OUTSIDE_A_TRANSACTION: &str = "-- Outside a transaction";
 
-/// How long a migration waits for another replica's migration.
+/// How long a migration waits for another replica's migration, and how long it keeps trying
+/// to change a table that another transaction holds.
 const MIGRATION_LOCK_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The pause between two tries of the upgrade on a table another transaction holds (each try
+/// waits at most the script's `lock_timeout` of 500 ms): the claims queued behind the try run
+/// meanwhile.
+const BUSY_TABLE_PAUSE: Duration = Duration::from_secs(1);
 
 /// The table's columns, in lower case.
 async fn columns<'c, E>(executor: E, table: &TableName) -> Result<Vec<String>, sqlx::Error>
@@ -269,9 +275,32 @@ where
         .await
 }
 
-/// The part of the migration script that runs in a transaction, under the migration lock,
-/// unless another replica ran it meanwhile.
+/// The part of the migration script that runs in a transaction, tried again after
+/// [`BUSY_TABLE_PAUSE`] each time its `ALTER TABLE` gave up waiting for the table's lock (a
+/// transaction held the table), for [`MIGRATION_LOCK_TIMEOUT`] at most.
 async fn upgrade_table(store: &SqlStore<Postgres>) -> Result<(), Error> {
+    let deadline = tokio::time::Instant::now() + MIGRATION_LOCK_TIMEOUT;
+    loop {
+        match try_upgrade_table(store).await {
+            Err(Error::Database(sqlx::Error::Database(error)))
+                if error.code().as_deref() == Some("55P03") =>
+            {
+                if tokio::time::Instant::now() + BUSY_TABLE_PAUSE > deadline {
+                    return Err(Error::TableBusy {
+                        table: store.table().as_str().to_owned(),
+                        waited: MIGRATION_LOCK_TIMEOUT,
+                    });
+                }
+                tokio::time::sleep(BUSY_TABLE_PAUSE).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// One try of [`upgrade_table`], under the migration lock, unless another replica ran it
+/// meanwhile.
+async fn try_upgrade_table(store: &SqlStore<Postgres>) -> Result<(), Error> {
     let table = store.table();
     let mut transaction = store.pool().begin().await?;
     match transaction.execute(sqlx::raw_sql(MIGRATION_LOCK)).await {
@@ -478,6 +507,16 @@ impl SqlStore<Postgres> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_upgrade_waits_half_a_second_for_the_table_in_its_transaction() {
+        let script = <super::Postgres as crate::dialect::Sealed>::SQL.schema;
+        let (in_transaction, _) = script.split_once(super::OUTSIDE_A_TRANSACTION).unwrap();
+        let wait = in_transaction
+            .find("SET LOCAL lock_timeout = '500ms';")
+            .unwrap();
+        assert!(wait < in_transaction.find("\nALTER TABLE").unwrap());
+    }
+
     #[test]
     fn the_migration_lock_waits_for_its_timeout() {
         let wait = format!(
