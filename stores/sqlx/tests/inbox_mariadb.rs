@@ -1,10 +1,13 @@
 //! Inbox mode on MariaDB: the inbox conformance suite, each check in a table of its own, and
 //! what only an existing table shows: the upgrade of a table of the previous release or of the
-//! provider's schema, the purges users already run, and a rolling deploy beside the direct mode.
+//! provider's schema, the purges users already run, and a rolling deploy beside the direct mode;
+//! and the error `migrate` logs on a server (of the test's own, `common/private_mariadb.rs`)
+//! whose settings can lose an acknowledged receipt in a crash.
 //!
 //! Ignored by default: run with `cargo test -p sangho-webhook-sqlx --features mariadb --
 //! --include-ignored`, against `SANGHO_TEST_MYSQL_URL` (default
-//! `mysql://root@127.0.0.1:3306/test`).
+//! `mysql://root@127.0.0.1:3306/test`) and, for the settings, MariaDB's server binaries
+//! (`mariadb-install-db`, `mariadbd`).
 
 mod common;
 
@@ -263,4 +266,60 @@ async fn a_rolling_deploy_keeps_each_event_in_one_mode() {
     .await
     .unwrap();
     assert_eq!(count, 1, "the inbox columns are cleared");
+}
+
+/// The events logged while a store migrates on a private server started with `options`.
+async fn logged_by_migrate_on_a_server_with(options: &[&str]) -> Vec<common::logs::Logged> {
+    let server = common::private_mariadb::PrivateMariaDb::start(options);
+    let (logs, _guard) = common::logs::Logs::capture();
+    let store = MariaDbStore::connect(&server.url()).await.unwrap();
+    store
+        .migrate()
+        .await
+        .expect("the settings are logged, not refused");
+    logs.matching("")
+}
+
+/// The errors of `logged`.
+fn errors(logged: &[common::logs::Logged]) -> Vec<&common::logs::Logged> {
+    logged
+        .iter()
+        .filter(|event| event.level == tracing::Level::ERROR)
+        .collect()
+}
+
+#[tokio::test(flavor = "current_thread")]
+#[ignore = "needs MariaDB's server binaries (mariadb-install-db, mariadbd): run with --include-ignored"]
+async fn migrate_logs_an_error_on_a_server_that_does_not_flush_each_commit() {
+    let logged = logged_by_migrate_on_a_server_with(&["--innodb-flush-log-at-trx-commit=2"]).await;
+    let errors = errors(&logged);
+    assert_eq!(errors.len(), 1, "{logged:#?}");
+    assert!(
+        errors[0]
+            .message
+            .contains("innodb_flush_log_at_trx_commit is 2, not 1"),
+        "{errors:#?}"
+    );
+    assert_eq!(errors[0].fields["innodb_flush_log_at_trx_commit"], "2");
+}
+
+#[tokio::test(flavor = "current_thread")]
+#[ignore = "needs MariaDB's server binaries (mariadb-install-db, mariadbd): run with --include-ignored"]
+async fn migrate_logs_an_error_on_a_server_whose_binary_log_is_not_synced() {
+    let logged = logged_by_migrate_on_a_server_with(&["--log-bin=binlog", "--sync-binlog=0"]).await;
+    let errors = errors(&logged);
+    assert_eq!(errors.len(), 1, "{logged:#?}");
+    assert!(
+        errors[0].message.contains("sync_binlog is 0, not 1"),
+        "{errors:#?}"
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+#[ignore = "needs MariaDB's server binaries (mariadb-install-db, mariadbd): run with --include-ignored"]
+async fn migrate_logs_no_error_on_a_server_that_flushes_each_commit() {
+    let logged = logged_by_migrate_on_a_server_with(&["--log-bin=binlog", "--sync-binlog=1"]).await;
+    assert!(errors(&logged).is_empty(), "{logged:#?}");
+    let logged = logged_by_migrate_on_a_server_with(&[]).await;
+    assert!(errors(&logged).is_empty(), "{logged:#?}");
 }

@@ -1,15 +1,16 @@
-//! Inbox workers in processes of their own, on PostgreSQL: a worker killed with SIGKILL
-//! mid-handler is taken over by another process after its lease, and two processes of four
-//! workers each handle every event of a backlog exactly once.
+//! Inbox workers in processes of their own: a worker killed with SIGKILL mid-handler is taken
+//! over by another process after its lease (PostgreSQL), and two processes of four workers
+//! each handle every event of a backlog exactly once (PostgreSQL and MariaDB).
 //!
 //! A "worker process" is this test binary run again as a child, running only the test that
 //! started it, with [`CHILD`] set: that test then plays the worker process instead of its own
 //! scenario. Its handler records each run in the table `<inbox>_effects` with `complete_in`,
-//! in one transaction with the event's completion.
+//! in one transaction with the event's completion. What a backend supplies for that is
+//! [`Backend`].
 //!
-//! Ignored by default (run with `--include-ignored`, against `SANGHO_TEST_POSTGRES_URL`).
-//! `SANGHO_INBOX_EVENTS` sets the backlog of the two-process test (default 2000; the
-//! reference run in RELIABILITY.md uses 10000).
+//! Ignored by default (run with `--include-ignored`, against `SANGHO_TEST_POSTGRES_URL` and,
+//! with the feature `mariadb`, `SANGHO_TEST_MYSQL_URL`). `SANGHO_INBOX_EVENTS` sets the backlog
+//! of the two-process tests (default 2000; the reference run in RELIABILITY.md uses 10000).
 
 mod common;
 
@@ -19,32 +20,146 @@ use std::{
     time::{Duration, Instant},
 };
 
+use async_trait::async_trait;
 use common::{postgres_store, postgres_store_on, sigkill};
 use sangho_webhook::{
     SanghoEvent, WebhookBody,
     inbox::{EventState, Inbox, InboxWorker, ReceivedEvent},
     testing::{conformance::unique_event_id, fixtures},
 };
-use sangho_webhook_sqlx::{PostgresStore, sqlx};
+#[cfg(feature = "mariadb")]
+use sangho_webhook_sqlx::MariaDbStore;
+use sangho_webhook_sqlx::{
+    PostgresStore,
+    sqlx::{self, AssertSqlSafe},
+};
 
 const LEASE: Duration = Duration::from_secs(2);
 const RETENTION: Duration = Duration::from_secs(3600);
 
-/// Set only in a worker process: `<mode> <table> <workers>`.
+/// Set only in a worker process: `<backend> <mode> <table> <workers>` (see [`spec`]).
 const CHILD: &str = "SANGHO_INBOX_CHILD";
 /// The file a worker process's handler creates once it runs (modes `hang`, `commit_then_hang`).
 const MARKER: &str = "SANGHO_INBOX_CHILD_MARKER";
 
-/// The worker process's side: workers over the table, with the handler of `mode`:
-/// `hang` (creates the marker and never returns), `commit_then_hang` (records its effect and
-/// the completion in one transaction, creates the marker, never returns) or `record` (records
-/// its effect and the completion, and answers 200).
+/// What the worker processes need of a backend besides its inbox: its name in a [`spec`], its
+/// store on a table, and the handler's effects table `<inbox>_effects`.
+#[async_trait]
+trait Backend: Inbox + Clone {
+    /// The backend's word in a worker process's spec.
+    const NAME: &'static str;
+    /// The store on `table` (not migrated), over a new pool of `connections`.
+    async fn on(table: &str, connections: u32) -> Self;
+    /// The inbox's table.
+    fn table_name(&self) -> String;
+    /// Creates the effects table.
+    async fn create_effects(&self);
+    /// The handler's effect (a row for `event`) and the event's completion, in one
+    /// transaction.
+    async fn record(&self, event: &SanghoEvent);
+    /// The effects recorded, one id a run, in order.
+    async fn effects(&self) -> Vec<String>;
+    /// Drops the effects table of the inbox `table`.
+    fn drop_effects(table: String);
+}
+
+/// Implements [`Backend`] for a store type; `$param` is the dialect's first bind parameter.
+macro_rules! backend {
+    ($store:ty, $name:literal, $on:path, $drop:path, $param:literal) => {
+        #[async_trait]
+        impl Backend for $store {
+            const NAME: &'static str = $name;
+
+            async fn on(table: &str, connections: u32) -> Self {
+                $on(table, connections).await
+            }
+            fn table_name(&self) -> String {
+                self.table().to_string()
+            }
+            async fn create_effects(&self) {
+                let create = format!(
+                    "CREATE TABLE {}_effects (event_id VARCHAR(255) NOT NULL)",
+                    self.table()
+                );
+                sqlx::query(AssertSqlSafe(create))
+                    .execute(self.pool())
+                    .await
+                    .unwrap();
+            }
+            async fn record(&self, event: &SanghoEvent) {
+                let mut tx = self.pool().begin().await.unwrap();
+                let insert = format!(
+                    "INSERT INTO {}_effects (event_id) VALUES ({})",
+                    self.table(),
+                    $param
+                );
+                sqlx::query(AssertSqlSafe(insert))
+                    .bind(event.id())
+                    .execute(&mut *tx)
+                    .await
+                    .unwrap();
+                let completion = self.complete_in(&mut tx, event, RETENTION).await.unwrap();
+                completion.commit(tx).await.unwrap();
+            }
+            async fn effects(&self) -> Vec<String> {
+                let select = format!(
+                    "SELECT event_id FROM {}_effects ORDER BY event_id",
+                    self.table()
+                );
+                sqlx::query_scalar(AssertSqlSafe(select))
+                    .fetch_all(self.pool())
+                    .await
+                    .unwrap()
+            }
+            fn drop_effects(table: String) {
+                $drop(format!("{table}_effects"));
+            }
+        }
+    };
+}
+
+backend!(
+    PostgresStore,
+    "postgres",
+    postgres_store_on,
+    common::drop_table,
+    "$1"
+);
+#[cfg(feature = "mariadb")]
+backend!(
+    MariaDbStore,
+    "mariadb",
+    common::mariadb_store_on,
+    common::drop_mariadb_table,
+    "?"
+);
+
+/// The spec of a worker process: `workers` workers over `store`'s table, with the handler of
+/// `mode` (see [`workers`]).
+fn spec<S: Backend>(mode: &str, store: &S, workers: usize) -> String {
+    format!("{} {mode} {} {workers}", S::NAME, store.table_name())
+}
+
+/// The worker process's side: the workers of `spec`, on its backend.
 async fn worker_process(spec: String) {
+    match spec.split_once(' ') {
+        Some(("postgres", rest)) => workers::<PostgresStore>(rest).await,
+        #[cfg(feature = "mariadb")]
+        Some(("mariadb", rest)) => workers::<MariaDbStore>(rest).await,
+        _ => panic!("bad worker spec {spec:?}"),
+    }
+}
+
+/// Workers over the table, with the handler of `mode`: `hang` (creates the marker and never
+/// returns), `commit_then_hang` (records its effect and the completion in one transaction,
+/// creates the marker, never returns) or `record` (records its effect and the completion,
+/// and answers 200).
+async fn workers<S: Backend>(spec: &str) {
     let words: Vec<&str> = spec.split(' ').collect();
     let [mode, table, workers] = words[..] else {
         panic!("bad worker spec {spec:?}")
     };
-    let store = postgres_store_on(table, 8).await;
+    let store = S::on(table, 8).await;
     let (mode, marker) = (
         mode.to_owned(),
         std::env::var(MARKER).ok().map(PathBuf::from),
@@ -55,7 +170,7 @@ async fn worker_process(spec: String) {
         async move {
             let event = request.extensions().get::<SanghoEvent>().unwrap().clone();
             if mode != "hang" {
-                record(&store, &event).await;
+                store.record(&event).await;
             }
             if let Some(marker) = marker {
                 std::fs::write(marker, b"in the handler").unwrap();
@@ -75,22 +190,6 @@ async fn worker_process(spec: String) {
         .start();
     std::future::pending::<()>().await;
     drop(worker);
-}
-
-/// The handler's effect and the event's completion, in one transaction.
-async fn record(store: &PostgresStore, event: &SanghoEvent) {
-    let mut tx = store.pool().begin().await.unwrap();
-    let insert = format!(
-        "INSERT INTO {}_effects (event_id) VALUES ($1)",
-        store.table()
-    );
-    sqlx::query(sqlx::AssertSqlSafe(insert))
-        .bind(event.id())
-        .execute(&mut *tx)
-        .await
-        .unwrap();
-    let completion = store.complete_in(&mut tx, event, RETENTION).await.unwrap();
-    completion.commit(tx).await.unwrap();
 }
 
 /// Runs this binary as a worker process of `test` (its full name).
@@ -125,37 +224,22 @@ fn wait_for(marker: &std::path::Path, child: &mut Child) {
     }
 }
 
-async fn effects_table(store: &PostgresStore) {
-    let create = format!(
-        "CREATE TABLE {}_effects (event_id TEXT NOT NULL)",
-        store.table()
-    );
-    sqlx::query(sqlx::AssertSqlSafe(create))
-        .execute(store.pool())
-        .await
-        .unwrap();
+/// Creates the effects table of `store`'s inbox; the guard drops it.
+async fn effects_table<S: Backend>(store: &S) -> DropEffects {
+    store.create_effects().await;
+    DropEffects(store.table_name(), S::drop_effects)
 }
 
-async fn effects(store: &PostgresStore) -> Vec<String> {
-    let select = format!(
-        "SELECT event_id FROM {}_effects ORDER BY event_id",
-        store.table()
-    );
-    sqlx::query_scalar(sqlx::AssertSqlSafe(select))
-        .fetch_all(store.pool())
-        .await
-        .unwrap()
-}
-
-struct DropEffects(String);
+/// Drops the effects table of the inbox it names, with the backend's function.
+struct DropEffects(String, fn(String));
 
 impl Drop for DropEffects {
     fn drop(&mut self) {
-        common::drop_table(format!("{}_effects", self.0));
+        (self.1)(std::mem::take(&mut self.0));
     }
 }
 
-async fn receive(store: &PostgresStore, id: &str) {
+async fn receive(store: &impl Inbox, id: &str) {
     let body = bytes::Bytes::from(fixtures::event_body(id, fixtures::EVENT_TYPE));
     let headers = [("content-type".to_owned(), "application/json".to_owned())];
     let event = ReceivedEvent::new(
@@ -168,7 +252,7 @@ async fn receive(store: &PostgresStore, id: &str) {
     store.receive(&event).await.unwrap();
 }
 
-async fn wait_until_completed(store: &PostgresStore, id: &str, within: Duration) {
+async fn wait_until_completed(store: &impl Inbox, id: &str, within: Duration) {
     let deadline = Instant::now() + within;
     loop {
         let state = store
@@ -192,18 +276,17 @@ async fn a_worker_killed_mid_handler_is_taken_over_after_its_lease() {
     }
     let test = "a_worker_killed_mid_handler_is_taken_over_after_its_lease";
     let store = postgres_store("killed", 4).await;
-    effects_table(&store.store).await;
-    let _effects = DropEffects(store.table().to_string());
+    let _effects = effects_table(&store.store).await;
     let id = unique_event_id("killed");
     receive(&store.store, &id).await;
     let dir = tempfile::tempdir().unwrap();
     let marker = dir.path().join("marker");
-    let mut child = start_worker(test, &format!("hang {} 1", store.table()), Some(&marker));
+    let mut child = start_worker(test, &spec("hang", &store.store, 1), Some(&marker));
     wait_for(&marker, &mut child);
     sigkill(&mut child);
     let killed = Instant::now();
 
-    let mut survivor = start_worker(test, &format!("record {} 1", store.table()), None);
+    let mut survivor = start_worker(test, &spec("record", &store.store, 1), None);
     wait_until_completed(&store.store, &id, Duration::from_secs(30)).await;
     let took_over = killed.elapsed();
     sigkill(&mut survivor);
@@ -212,7 +295,7 @@ async fn a_worker_killed_mid_handler_is_taken_over_after_its_lease() {
         "taken over after the lease: {took_over:?}"
     );
     assert_eq!(
-        effects(&store.store).await,
+        store.store.effects().await,
         std::slice::from_ref(&id),
         "processed once"
     );
@@ -237,22 +320,21 @@ async fn a_worker_killed_after_complete_in_committed_is_not_processed_again() {
     }
     let test = "a_worker_killed_after_complete_in_committed_is_not_processed_again";
     let store = postgres_store("committed", 4).await;
-    effects_table(&store.store).await;
-    let _effects = DropEffects(store.table().to_string());
+    let _effects = effects_table(&store.store).await;
     let id = unique_event_id("committed");
     receive(&store.store, &id).await;
     let dir = tempfile::tempdir().unwrap();
     let marker = dir.path().join("marker");
-    let spec = format!("commit_then_hang {} 1", store.table());
-    let mut child = start_worker(test, &spec, Some(&marker));
+    let hang = spec("commit_then_hang", &store.store, 1);
+    let mut child = start_worker(test, &hang, Some(&marker));
     wait_for(&marker, &mut child);
     sigkill(&mut child);
 
-    let mut survivor = start_worker(test, &format!("record {} 1", store.table()), None);
+    let mut survivor = start_worker(test, &spec("record", &store.store, 1), None);
     tokio::time::sleep(LEASE * 3).await;
     sigkill(&mut survivor);
     assert_eq!(
-        effects(&store.store).await,
+        store.store.effects().await,
         std::slice::from_ref(&id),
         "processed once"
     );
@@ -262,21 +344,15 @@ async fn a_worker_killed_after_complete_in_committed_is_not_processed_again() {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
-async fn two_processes_of_four_workers_handle_every_event_once() {
-    if let Ok(spec) = std::env::var(CHILD) {
-        return worker_process(spec).await;
-    }
-    let test = "two_processes_of_four_workers_handle_every_event_once";
+/// Two worker processes of `test` (its full name), four workers each, over `store` (migrated)
+/// while a backlog of `SANGHO_INBOX_EVENTS` events is received: each is handled exactly once.
+async fn two_processes_of_four_workers<S: Backend>(test: &str, store: &S) {
     let events: usize = std::env::var("SANGHO_INBOX_EVENTS")
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(2000);
-    let store = postgres_store("twoproc", 8).await;
-    effects_table(&store.store).await;
-    let _effects = DropEffects(store.table().to_string());
-    let spec = format!("record {} 4", store.table());
+    let _effects = effects_table(store).await;
+    let spec = spec("record", store, 4);
     let mut processes = [
         start_worker(test, &spec, None),
         start_worker(test, &spec, None),
@@ -285,7 +361,7 @@ async fn two_processes_of_four_workers_handle_every_event_once() {
     let mut ids: Vec<String> = (0..events).map(|_| unique_event_id("twoproc")).collect();
     let mut receipts = tokio::task::JoinSet::new();
     for chunk in ids.chunks(events.div_ceil(8)) {
-        let (store, chunk) = (store.store.clone(), chunk.to_vec());
+        let (store, chunk) = (store.clone(), chunk.to_vec());
         receipts.spawn(async move {
             for id in chunk {
                 receive(&store, &id).await;
@@ -295,7 +371,7 @@ async fn two_processes_of_four_workers_handle_every_event_once() {
     receipts.join_all().await;
     let deadline = Instant::now() + Duration::from_secs(300);
     loop {
-        let stats = store.store.stats().await.unwrap();
+        let stats = store.stats().await.unwrap();
         if stats.completed as usize == events {
             break;
         }
@@ -306,16 +382,46 @@ async fn two_processes_of_four_workers_handle_every_event_once() {
     for process in &mut processes {
         sigkill(process);
     }
-    let mut handled = effects(&store.store).await;
+    let mut handled = store.effects().await;
     handled.dedup();
     ids.sort();
     assert_eq!(handled.len(), events, "no event handled twice");
     assert_eq!(handled, ids, "every event handled");
     eprintln!(
-        "{events} events through 2 processes x 4 workers: each handled once, in {elapsed:?} \
+        "{}: {events} events through 2 processes x 4 workers: each handled once, in {elapsed:?} \
          ({:.0} events/s, receipts included)",
+        S::NAME,
         events as f64 / elapsed.as_secs_f64()
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+async fn two_processes_of_four_workers_handle_every_event_once() {
+    if let Ok(spec) = std::env::var(CHILD) {
+        return worker_process(spec).await;
+    }
+    let store = postgres_store("twoproc", 8).await;
+    two_processes_of_four_workers(
+        "two_processes_of_four_workers_handle_every_event_once",
+        &store.store,
+    )
+    .await;
+}
+
+#[cfg(feature = "mariadb")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn two_processes_of_four_workers_handle_every_event_once_on_mariadb() {
+    if let Ok(spec) = std::env::var(CHILD) {
+        return worker_process(spec).await;
+    }
+    let store = common::mariadb_store("twoproc", 8).await;
+    two_processes_of_four_workers(
+        "two_processes_of_four_workers_handle_every_event_once_on_mariadb",
+        &store.store,
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -326,10 +432,9 @@ async fn a_receipt_wakes_an_idle_worker_of_another_process_within_milliseconds()
     }
     let test = "a_receipt_wakes_an_idle_worker_of_another_process_within_milliseconds";
     let store = postgres_store("wake", 4).await;
-    effects_table(&store.store).await;
-    let _effects = DropEffects(store.table().to_string());
+    let _effects = effects_table(&store.store).await;
     // The worker process polls every 200 ms: a wake-up under that is a notification's.
-    let mut child = start_worker(test, &format!("record {} 1", store.table()), None);
+    let mut child = start_worker(test, &spec("record", &store.store, 1), None);
     let first = unique_event_id("wake");
     receive(&store.store, &first).await;
     wait_until_completed(&store.store, &first, Duration::from_secs(30)).await;

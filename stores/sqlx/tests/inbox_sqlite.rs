@@ -1,7 +1,8 @@
 //! Inbox mode on SQLite: the inbox conformance suite (each check on a file of its own), the
 //! migration of the tables of the previous release and of the provider's schema, the purges
-//! users already run beside inbox events, and the rolling deploy between the two modes. Not
-//! ignored: SQLite needs no server.
+//! users already run beside inbox events, the rolling deploy between the two modes, and the
+//! error `migrate` logs over connections that commit below `synchronous = FULL`. Not ignored:
+//! SQLite needs no server.
 
 mod common;
 
@@ -492,4 +493,49 @@ async fn the_direct_mode_s_completion_of_an_inbox_event_its_worker_holds_records
         .expect("kept for its retention");
     assert_eq!(shown.summary.state, EventState::Completed);
     assert_eq!(receive(&store, &id).await, Receipt::Duplicate);
+}
+
+/// The errors logged while a store over `options` migrates a fresh file.
+async fn errors_of_migrate_over(
+    options: impl FnOnce(&str) -> sqlx::sqlite::SqliteConnectOptions,
+) -> Vec<common::logs::Logged> {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("inbox.db").display());
+    let (logs, _guard) = common::logs::Logs::capture();
+    let pool = sqlx::sqlite::SqlitePoolOptions::new()
+        .max_connections(2)
+        .connect_with(options(&url))
+        .await
+        .unwrap();
+    SqliteStore::new(pool).migrate().await.unwrap();
+    logs.matching("")
+        .into_iter()
+        .filter(|event| event.level == tracing::Level::ERROR)
+        .collect()
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn migrate_logs_an_error_over_a_pool_of_the_user_s_own_below_synchronous_full() {
+    let errors = errors_of_migrate_over(|url| {
+        url.parse::<sqlx::sqlite::SqliteConnectOptions>()
+            .unwrap()
+            .create_if_missing(true)
+            .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
+            .synchronous(sqlx::sqlite::SqliteSynchronous::Normal)
+    })
+    .await;
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    assert!(
+        errors[0]
+            .message
+            .contains("commit with synchronous below FULL"),
+        "{errors:#?}"
+    );
+    assert_eq!(errors[0].fields["synchronous"], "1", "NORMAL");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn migrate_logs_no_error_over_a_pool_of_the_store_s_connect_options() {
+    let errors = errors_of_migrate_over(|url| SqliteStore::connect_options(url).unwrap()).await;
+    assert!(errors.is_empty(), "{errors:#?}");
 }

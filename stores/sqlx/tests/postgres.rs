@@ -11,8 +11,8 @@ mod common;
 use std::{net::SocketAddr, str::FromStr, sync::Arc, time::Duration};
 
 use axum::Router;
-use common::{TYPE, bodies, layer, postgres_store, postgres_store_on, secret};
-use http::{Request, StatusCode};
+use common::{TYPE, bodies, layer, postgres_store, postgres_store_on, secret, to};
+use http::StatusCode;
 use http_body_util::BodyExt;
 use hyper_util::{client::legacy::Client, rt::TokioExecutor};
 use sangho_webhook::{
@@ -295,13 +295,6 @@ async fn two_servers_sharing_one_database_process_an_event_once() {
         assert_eq!(response.status(), StatusCode::OK);
     }
     assert_eq!(handler.calls(), 1);
-}
-
-/// `request` addressed to `server`.
-fn to(server: SocketAddr, request: Request<WebhookBody>) -> Request<WebhookBody> {
-    let (mut parts, body) = request.into_parts();
-    parts.uri = format!("http://{server}{}", parts.uri).parse().unwrap();
-    Request::from_parts(parts, body)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -5,6 +5,9 @@
 #![allow(dead_code)]
 
 pub mod bodies;
+#[path = "../../../../tests/common/logs.rs"]
+pub mod logs;
+pub mod private_mariadb;
 pub mod private_postgres;
 pub mod transactional;
 
@@ -55,6 +58,29 @@ pub fn unique() -> u64 {
         CALLS.fetch_add(1, Ordering::Relaxed),
         SystemTime::now(),
     ))
+}
+
+/// A loopback port nothing listens on right now (for a server of the test's own).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .expect("a free loopback port")
+        .port()
+}
+
+/// Whether the tests run as root (whom `initdb` refuses, and `mariadbd` unless told).
+pub fn is_root() -> bool {
+    std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|output| output.stdout.trim_ascii() == b"0")
+}
+
+/// `request` addressed to the HTTP server at `server`.
+pub fn to<B>(server: std::net::SocketAddr, request: http::Request<B>) -> http::Request<B> {
+    let (mut parts, body) = request.into_parts();
+    parts.uri = format!("http://{server}{}", parts.uri).parse().unwrap();
+    http::Request::from_parts(parts, body)
 }
 
 /// SIGKILLs the app process `child` of a kill scenario and reaps it; on Unix, panics unless

@@ -5,11 +5,12 @@
 //! (immediately) and deleted when dropped.
 
 use std::{
-    net::TcpListener,
     path::{Path, PathBuf},
     process::{Command, Output},
     time::{Duration, Instant},
 };
+
+use super::{free_port, is_root};
 
 /// A private PostgreSQL server.
 pub struct PrivatePostgres {
@@ -33,21 +34,6 @@ fn bin_dir() -> PathBuf {
     versions
         .pop()
         .expect("an initdb under /usr/lib/postgresql/*/bin")
-}
-
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|output| output.stdout.trim_ascii() == b"0")
-}
-
-/// A port nothing listens on right now.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .expect("a free loopback port")
-        .port()
 }
 
 impl PrivatePostgres {
