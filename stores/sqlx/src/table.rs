@@ -71,6 +71,13 @@ impl TableName {
         self.index("unfinished")
     }
 
+    /// The name of inbox mode's index of leases on MariaDB (state, then when the lease runs
+    /// out): `idx_webhook_leases` for the default table, `<table>_leases_idx` for any other.
+    #[cfg_attr(not(feature = "mariadb"), allow(dead_code))]
+    pub(crate) fn lease_index_name(&self) -> String {
+        self.index("leases")
+    }
+
     /// The name of inbox mode's receipt sequence: `<table>_sequence`.
     #[cfg_attr(not(any(feature = "postgres", feature = "mariadb")), allow(dead_code))]
     pub(crate) fn sequence_name(&self) -> String {
@@ -93,16 +100,19 @@ impl TableName {
         const EXPIRES_AT: &str = "\u{0}expires_at_index\u{0}";
         const UNFINISHED: &str = "\u{0}unfinished_index\u{0}";
         const SEQUENCE: &str = "\u{0}sequence_index\u{0}";
+        const LEASES: &str = "\u{0}leases_index\u{0}";
         script
             .replace("idx_webhook_processed_at", PROCESSED_AT)
             .replace("idx_webhook_expires_at", EXPIRES_AT)
             .replace("idx_webhook_unfinished", UNFINISHED)
             .replace("idx_webhook_sequence", SEQUENCE)
+            .replace("idx_webhook_leases", LEASES)
             .replace(Self::DEFAULT, self.as_str())
             .replace(PROCESSED_AT, &self.index_name())
             .replace(EXPIRES_AT, &self.expiry_index_name())
             .replace(UNFINISHED, &self.index("unfinished"))
             .replace(SEQUENCE, &self.index("sequence"))
+            .replace(LEASES, &self.index("leases"))
     }
 }
 

@@ -11,22 +11,27 @@
 -- for byte like the column); the UPDATE's assignments are evaluated in order, so the history
 -- reads the state and the attempts before they change.
 --
--- One search per state, each in the order of the index on (state, sequence), so that InnoDB
--- stops at the first due row it can lock: a single search over both states would read and
--- lock every due row to sort them, and concurrent takes would skip them all. The waiting
--- event received first, then an earlier event whose lease ran out, if there is one.
+-- One search per state. The waiting event received first, in the order of the index on
+-- (state, sequence), so that InnoDB stops at the first due row it can lock (`SKIP LOCKED`; a
+-- single search over both states would read and lock every due row to sort them, and
+-- concurrent takes would skip them all). Then an earlier event whose lease ran out, if there
+-- is one, by the index on (state, due_at), which holds only those before the present: found
+-- by a plain read, then locked by its id, so that no event in flight is ever locked by a
+-- take that passes over it (its worker's completion would wait for the take).
 SET @sangho_token = CONVERT(? USING ascii) COLLATE ascii_bin, @sangho_lease = ?,
-    @sangho_taken = NULL, @sangho_sequence = NULL;
+    @sangho_taken = NULL, @sangho_sequence = NULL, @sangho_lost = NULL;
 SELECT event_id, sequence INTO @sangho_taken, @sangho_sequence FROM {table}
 WHERE state = 'received' AND due_at <= UTC_TIMESTAMP(6)
 ORDER BY sequence
 LIMIT 1
 FOR UPDATE SKIP LOCKED;
+SELECT event_id INTO @sangho_lost FROM {table}
+WHERE state = 'in_flight' AND due_at <= UTC_TIMESTAMP(6)
+  AND sequence < COALESCE(@sangho_sequence, ~0)
+ORDER BY due_at
+LIMIT 1;
 SELECT event_id INTO @sangho_taken FROM {table}
-WHERE state = 'in_flight' AND sequence < COALESCE(@sangho_sequence, ~0)
-  AND due_at <= UTC_TIMESTAMP(6)
-ORDER BY sequence
-LIMIT 1
+WHERE event_id = @sangho_lost AND state = 'in_flight' AND due_at <= UTC_TIMESTAMP(6)
 FOR UPDATE SKIP LOCKED;
 UPDATE {table}
 SET last_error = IF(state = 'in_flight', 'the lease ran out', last_error),

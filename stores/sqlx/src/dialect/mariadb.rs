@@ -165,11 +165,12 @@ impl Sealed for MariaDb {
             .bind(table.index_name())
             .bind(table.expiry_index_name())
             .bind(table.unfinished_index_name())
+            .bind(table.lease_index_name())
             .bind(table.sequence_name())
             .bind(table.as_str())
             .fetch_one(&mut *connection)
             .await?;
-        if has_store_columns(&present) && ready == 5 {
+        if has_store_columns(&present) && ready == 6 {
             return Ok(());
         }
         let (locked,): (Option<i64>,) = sqlx::query_as(AssertSqlSafe(statement(MIGRATION_LOCK)))
@@ -478,7 +479,7 @@ mod tests {
     fn the_script_splits_into_its_statements() {
         let statements =
             crate::queries::statements(<super::MariaDb as crate::dialect::Sealed>::SQL.schema);
-        assert_eq!(statements.len(), 9);
+        assert_eq!(statements.len(), 10);
         assert!(statements[0].starts_with("CREATE TABLE IF NOT EXISTS"));
         // Each statement that takes the table's exclusive metadata lock waits for it briefly.
         assert!(statements[1].starts_with("SET STATEMENT lock_wait_timeout = 1 FOR\nALTER TABLE"));
