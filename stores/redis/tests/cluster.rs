@@ -106,10 +106,15 @@ async fn replica_waits_run_on_the_primary_of_each_key() {
     let lease = Duration::from_secs(30);
     let cluster = Cluster::start_with_replicas(1).await;
     assert_eq!(cluster.replicas().len(), 3);
-    let store = RedisStore::connect_cluster(cluster.urls())
+    let connected = RedisStore::connect_cluster(cluster.urls())
         .await
-        .expect("the test's cluster answers")
-        .with_replica_wait(1, Duration::from_millis(300));
+        .expect("the test's cluster answers");
+    // Replicas acknowledge within milliseconds on an idle machine; the wait allows a loaded
+    // one (a CI run) 5 s. With every replica frozen, each claim fails after the shorter wait.
+    let store = connected
+        .clone()
+        .with_replica_wait(1, Duration::from_secs(5));
+    let frozen = connected.with_replica_wait(1, Duration::from_millis(300));
 
     let ids: Vec<String> = (0..12).map(|_| unique_event_id("clwait")).collect();
     for id in &ids {
@@ -132,7 +137,7 @@ async fn replica_waits_run_on_the_primary_of_each_key() {
         replica.pause();
     }
     for id in ids.iter().map(|id| format!("{id}x")) {
-        let error = store
+        let error = frozen
             .claim(Claimant::new(&id, TYPE, &ClaimToken::generate()), lease)
             .await
             .expect_err("no replica acknowledges");
