@@ -23,7 +23,10 @@ use sangho_webhook::{
 use sangho_webhook_redis::{RedisStore, ReplicationError};
 
 const LEASE: Duration = Duration::from_secs(30);
-const WAIT_TIMEOUT: Duration = Duration::from_millis(200);
+/// The replica wait: a replica in sync acknowledges within milliseconds; the margin is for a
+/// loaded machine (a CI run). A frozen replica fails each write after this long, under the
+/// connection's response timeout of 1 s, so that a refused write fails for the replication.
+const WAIT_TIMEOUT: Duration = Duration::from_millis(600);
 
 /// A store on `primary` that waits for one replica.
 async fn durable_store(primary: &RedisServer) -> RedisStore {

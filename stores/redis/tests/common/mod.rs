@@ -308,10 +308,24 @@ pub fn info_replication(server: &RedisServer) -> String {
     }
 }
 
-/// Waits (at most 30 s, for a loaded machine) until `replica` is in sync with its primary.
+/// Waits (at most 30 s, for a loaded machine) until `replica` is in sync with its primary, on
+/// both sides: the replica's link is up, and its primary has its acknowledgement. After a
+/// diskless sync the primary streams writes to the replica only once its first `REPLCONF ACK`
+/// has come (sent once a second), and until then a `WAIT` counts no replica, although `INFO`
+/// already calls it online; so this sends a write that leaves no key (a `PUBLISH`, which
+/// replicas receive too) and `WAIT`s for it.
 pub async fn wait_for_link(replica: &RedisServer) {
     let deadline = Instant::now() + Duration::from_secs(30);
-    while !info_replication(replica).contains("master_link_status:up") {
+    loop {
+        let info = info_replication(replica);
+        if info.contains("master_link_status:up")
+            && let Some(primary) = info
+                .lines()
+                .find_map(|line| line.strip_prefix("master_port:"))
+            && acknowledges(primary.trim())
+        {
+            return;
+        }
         assert!(
             Instant::now() < deadline,
             "the replica did not sync in 30 s; its log: {}",
@@ -319,4 +333,22 @@ pub async fn wait_for_link(replica: &RedisServer) {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// Whether a replica of the server (or proxy) on `port` acknowledges a write within 200 ms.
+fn acknowledges(port: &str) -> bool {
+    let acknowledged = redis::Client::open(format!("redis://127.0.0.1:{port}"))
+        .and_then(|client| client.get_connection_with_timeout(Duration::from_millis(500)))
+        .and_then(|mut connection| {
+            connection.set_read_timeout(Some(Duration::from_secs(5)))?;
+            redis::cmd("PUBLISH")
+                .arg("sangho-test:link")
+                .arg("")
+                .query::<i64>(&mut connection)?;
+            redis::cmd("WAIT")
+                .arg(1)
+                .arg(200)
+                .query::<i64>(&mut connection)
+        });
+    acknowledged.is_ok_and(|replicas| replicas >= 1)
 }
