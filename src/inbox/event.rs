@@ -31,6 +31,9 @@ pub struct ReceivedEvent<'a> {
     pub headers: &'a [(String, String)],
     /// The path the event was received on.
     pub path: &'a str,
+    /// The event's ordering key, if the receiver gives one (already as stored:
+    /// [`stored_ordering_key`](super::stored_ordering_key)).
+    pub ordering_key: Option<&'a str>,
 }
 
 impl<'a> ReceivedEvent<'a> {
@@ -48,7 +51,15 @@ impl<'a> ReceivedEvent<'a> {
             body,
             headers,
             path,
+            ordering_key: None,
         }
+    }
+
+    /// The event with an ordering key: events that share one are processed one at a time, in
+    /// the order of receipt (see [per-object ordering](crate::inbox#per-object-ordering)).
+    pub fn with_ordering_key(mut self, key: Option<&'a str>) -> Self {
+        self.ordering_key = key;
+        self
     }
 }
 
@@ -83,6 +94,8 @@ pub struct TakenEvent {
     pub attempt: u32,
     /// The token that owns the lease.
     pub token: ClaimToken,
+    /// The event's ordering key, if it has one.
+    pub ordering_key: Option<String>,
 }
 
 impl TakenEvent {
@@ -109,7 +122,14 @@ impl TakenEvent {
             budget_start,
             attempt,
             token,
+            ordering_key: None,
         }
+    }
+
+    /// The taken event with its ordering key.
+    pub fn with_ordering_key(mut self, key: Option<String>) -> Self {
+        self.ordering_key = key;
+        self
     }
 
     /// The lease's owner, for [`renew`](super::Inbox::renew), [`complete`](super::Inbox::complete),
@@ -198,6 +218,8 @@ pub struct EventSummary {
     pub attempts: u32,
     /// The last failed attempt's error, if any.
     pub last_error: Option<String>,
+    /// Its ordering key, if it has one.
+    pub ordering_key: Option<String>,
 }
 
 impl EventSummary {
@@ -217,7 +239,14 @@ impl EventSummary {
             received_at,
             attempts,
             last_error,
+            ordering_key: None,
         }
+    }
+
+    /// The summary with the event's ordering key.
+    pub fn with_ordering_key(mut self, key: Option<String>) -> Self {
+        self.ordering_key = key;
+        self
     }
 }
 
@@ -289,6 +318,8 @@ pub struct Filter {
     pub since: Option<SystemTime>,
     /// Only events received before this time.
     pub before: Option<SystemTime>,
+    /// Only events with this ordering key (as stored).
+    pub ordering_key: Option<String>,
     /// At most this many events (for `list`; `count` ignores it).
     pub limit: Option<u32>,
 }
@@ -323,6 +354,13 @@ impl Filter {
         self
     }
 
+    /// Only events with the ordering key `key` (as the receiver gave it: a long key is
+    /// matched by its stored hash).
+    pub fn with_ordering_key(mut self, key: impl AsRef<str>) -> Self {
+        self.ordering_key = Some(super::stored_ordering_key(key.as_ref()).into_owned());
+        self
+    }
+
     /// At most `limit` events.
     pub fn with_limit(mut self, limit: u32) -> Self {
         self.limit = Some(limit);
@@ -340,6 +378,10 @@ impl Filter {
             && self
                 .before
                 .is_none_or(|before| summary.received_at < before)
+            && self
+                .ordering_key
+                .as_ref()
+                .is_none_or(|key| summary.ordering_key.as_ref() == Some(key))
     }
 }
 

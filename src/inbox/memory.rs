@@ -11,7 +11,8 @@ use tokio::sync::Notify;
 
 use super::{
     Discarded, EventRecord, EventState, EventSummary, FailedAttempt, Failure, Filter, Inbox,
-    InboxStats, NextAttempt, Receipt, ReceivedEvent, Replay, Replayed, TakenEvent, rfc3339,
+    InboxStats, NextAttempt, Receipt, ReceivedEvent, Replay, Replayed, TakeOrder, TakenEvent,
+    rfc3339,
 };
 use crate::store::{ClaimToken, Claimant, Completion, Release, Renewal, StoreError, async_trait};
 
@@ -72,6 +73,7 @@ struct Row {
     replays: u32,
     last_error: Option<String>,
     history: String,
+    ordering_key: Option<String>,
 }
 
 impl MemoryInbox {
@@ -95,7 +97,27 @@ impl Row {
     }
 
     fn is_due(&self, now: SystemTime) -> bool {
-        matches!(self.state, EventState::Received | EventState::InFlight) && self.due_at <= now
+        self.is_unfinished() && self.due_at <= now
+    }
+
+    fn is_unfinished(&self) -> bool {
+        matches!(self.state, EventState::Received | EventState::InFlight)
+    }
+
+    /// Whether this row keeps `other`, an event of its ordering key, from being taken: it is
+    /// in flight under a live lease, or unfinished and received before it.
+    fn holds_back(&self, other: &Row, now: SystemTime) -> bool {
+        self.ordering_key.is_some()
+            && self.ordering_key == other.ordering_key
+            && self.is_unfinished()
+            && (self.sequence < other.sequence
+                || (self.state == EventState::InFlight && self.due_at > now))
+    }
+
+    /// Where the row stands among the due events a take chooses from (the least first).
+    fn take_rank(&self, order: TakeOrder) -> (bool, u64) {
+        let retry = order == TakeOrder::FreshFirst && self.attempts > 0;
+        (retry, self.sequence)
     }
 
     fn held_by(&self, token: &ClaimToken) -> bool {
@@ -122,6 +144,7 @@ impl Row {
             self.attempts,
             self.last_error.clone(),
         )
+        .with_ordering_key(self.ordering_key.clone())
     }
 }
 
@@ -156,6 +179,7 @@ impl Inbox for MemoryInbox {
                 replays: 0,
                 last_error: None,
                 history: String::new(),
+                ordering_key: event.ordering_key.map(str::to_owned),
             },
         );
         drop(rows);
@@ -167,17 +191,27 @@ impl Inbox for MemoryInbox {
         &self,
         token: &ClaimToken,
         lease: Duration,
+        order: TakeOrder,
     ) -> Result<Option<TakenEvent>, StoreError> {
         let now = SystemTime::now();
         let mut rows = self.rows();
-        let Some((event_id, row)) = rows
+        let Some(event_id) = rows
             .by_id
-            .iter_mut()
+            .iter()
             .filter(|(_, row)| row.is_due(now))
-            .min_by_key(|(_, row)| row.sequence)
+            .filter(|(_, row)| {
+                row.ordering_key.is_none()
+                    || !rows
+                        .by_id
+                        .values()
+                        .any(|other| other.holds_back(row, now))
+            })
+            .min_by_key(|(_, row)| row.take_rank(order))
+            .map(|(event_id, _)| event_id.clone())
         else {
             return Ok(None);
         };
+        let row = rows.by_id.get_mut(&event_id).expect("the row just found");
         if row.state == EventState::InFlight {
             row.note(now, &format!("attempt {}: the lease ran out", row.attempts));
             row.last_error = Some("the lease ran out".to_owned());
@@ -186,8 +220,9 @@ impl Inbox for MemoryInbox {
         row.due_at = now + lease;
         row.token = Some(*token);
         row.attempts += 1;
-        Ok(Some(TakenEvent::new(
-            event_id.clone(),
+        Ok(Some(
+            TakenEvent::new(
+            event_id,
             row.event_type.clone(),
             row.body.clone(),
             row.headers.clone(),
@@ -196,7 +231,9 @@ impl Inbox for MemoryInbox {
             row.replayed_at.unwrap_or(row.received_at),
             row.attempts,
             *token,
-        )))
+        )
+            .with_ordering_key(row.ordering_key.clone()),
+        ))
     }
 
     async fn renew(&self, claimant: &Claimant<'_>, lease: Duration) -> Result<Renewal, StoreError> {
@@ -360,6 +397,7 @@ impl Inbox for MemoryInbox {
     async fn replay(&self, event_id: &str, replay: &Replay) -> Result<Replayed, StoreError> {
         let now = SystemTime::now();
         let mut rows = self.rows();
+        let sequence = rows.next_sequence;
         let Some(row) = rows.by_id.get_mut(event_id).filter(|row| row.is_live(now)) else {
             return Ok(Replayed::Unknown);
         };
@@ -375,12 +413,14 @@ impl Inbox for MemoryInbox {
         };
         let reason = replay.reason.as_deref().unwrap_or("no reason given");
         row.note(now, &format!("replayed{forced}: {reason}"));
+        row.sequence = sequence;
         row.state = EventState::Received;
         row.due_at = now;
         row.attempts = 0;
         row.replays += 1;
         row.replayed_at = Some(now);
         row.token = None;
+        rows.next_sequence += 1;
         drop(rows);
         self.shared.received.notify_waiters();
         Ok(Replayed::Replayed)

@@ -45,6 +45,41 @@
 //! receiver, the workers and the operators only. The table holds the provider's events,
 //! personal data included, in clear: whoever can read it can read them.
 //!
+//! # Per-object ordering
+//!
+//! Sangho, like most payment providers, does not deliver events in the order they happened:
+//! `invoice.paid` can arrive before `invoice.created`, and two events of one invoice can arrive
+//! a millisecond apart. Two workers that handle them at once race each other in your database.
+//! An **ordering key** (opt-in, given per event by the receiver's
+//! [`with_ordering_key`](InboxReceiverBuilder::with_ordering_key); [`object_id`] reads
+//! `data.object.id`) serializes the events that share it:
+//!
+//! - two events with one key are never processed at the same time, by any worker of any
+//!   process, as long as each handler holds its lease (a handler that outlives its lease is
+//!   taken over, as any lost lease is);
+//! - they are taken in the order the database recorded their receipts (its own sequence,
+//!   never an application's clock);
+//! - an earlier event of the key that waits for a retry **blocks the key** until it completes
+//!   or goes dead: the order is kept, at the price of waiting for the retry;
+//! - a **dead event frees its key**: the events after it go on. A replay counts as a new
+//!   receipt for the order: the replayed event runs after the events of its key that are
+//!   unfinished when it is replayed;
+//! - events with different keys, or none, run in parallel as before.
+//!
+//! Receipt order is the order in which the provider's deliveries reached the database, not the
+//! order in which the events happened: the provider may deliver a later event first, and a
+//! failed delivery is redelivered later still. A handler whose effect depends on the object's
+//! latest state should still fetch the object from the provider (or compare the event's
+//! `created` and the object's version) rather than trust the order of events: the ordering key
+//! removes the race between two handlers, not the provider's reordering.
+//!
+//! # Fresh events first
+//!
+//! By default ([`TakeOrder::FreshFirst`]) a take hands out events on their first attempt
+//! before retries, so that a backlog of failing events never delays a new payment by more
+//! than one handler run (an event whose key waits for an earlier event waits all the same).
+//! [`InboxWorkerBuilder::with_take_order`] chooses strict receipt order instead.
+//!
 //! # Durability
 //!
 //! A receipt is acknowledged only once its row is committed durably: the inbox refuses
@@ -56,6 +91,8 @@ mod answer;
 mod event;
 #[cfg(feature = "test-util")]
 mod memory;
+mod metrics;
+mod ordering;
 mod receiver;
 mod retry;
 mod worker;
@@ -68,6 +105,8 @@ pub use event::{
 #[cfg(feature = "test-util")]
 #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
 pub use memory::MemoryInbox;
+pub use metrics::{AttemptOutcome, CachedStats, WorkerMetrics};
+pub use ordering::{MAX_ORDERING_KEY_LEN, TakeOrder, object_id, stored_ordering_key};
 pub use receiver::{InboxReceiver, InboxReceiverBuilder, ReceiptFuture, STORED_HEADERS};
 pub use retry::RetryPolicy;
 pub use worker::{InboxDelivery, InboxWorker, InboxWorkerBuilder, WorkerHandle};
@@ -88,10 +127,14 @@ use crate::store::{ClaimToken, Claimant, Completion, Release, Renewal, StoreErro
 /// 1. **receive** is atomic and durable: among any number of concurrent receipts of one id, at
 ///    most one answers [`Receipt::Stored`], and only once the row would survive a crash. Every
 ///    other receipt of a stored (or completed, or dead) id answers [`Receipt::Duplicate`].
-/// 2. **take** takes the due event received first (waiting and due, or in flight with its
-///    lease run out), under `token` for `lease`, and counts an attempt; concurrent takes never
-///    take one event twice while its lease runs. A lease that ran out is recorded in the
-///    event's history as a lost attempt.
+/// 2. **take** takes a due event (waiting and due, or in flight with its lease run out), under
+///    `token` for `lease`, and counts an attempt; concurrent takes never take one event twice
+///    while its lease runs. A lease that ran out is recorded in the event's history as a lost
+///    attempt. An event with an ordering key is due only while no other event of its key is
+///    in flight and no unfinished (waiting or in-flight) event of its key was received before
+///    it. Among the due events, [`TakeOrder::FreshFirst`] takes those on their first attempt
+///    (since their receipt or last replay) first, then the others, each in the order of
+///    receipt; [`TakeOrder::Receipt`] takes them in the order of receipt.
 /// 3. **renew**, **complete**, **fail** and **abandon** are owner-checked: they change the
 ///    event only while the token is the last to have taken it (its lease may have run out, if
 ///    nobody took the event over since). `complete` records the event as completed for the
@@ -99,8 +142,9 @@ use crate::store::{ClaimToken, Claimant, Completion, Release, Renewal, StoreErro
 ///    (its time and error in the history) and makes the event due after the given delay, or
 ///    dead; `abandon` makes it due at once, and the attempt does not count.
 /// 4. **replay** makes a waiting or dead event (a completed one only when forced) due now with
-///    a fresh attempt budget, keeping its history; an in-flight event is refused. **discard**
-///    deletes an event that is not in flight.
+///    a fresh attempt budget, keeping its history, and gives it the last place in the order of
+///    receipt; an in-flight event is refused. **discard** deletes an event that is not in
+///    flight.
 /// 5. **purge_completed** deletes completed events after their retention, never a waiting,
 ///    in-flight or dead one.
 ///
@@ -111,12 +155,13 @@ pub trait Inbox: Send + Sync + 'static {
     /// Stores a verified event if its id is new, durably before it answers.
     async fn receive(&self, event: &ReceivedEvent<'_>) -> Result<Receipt, StoreError>;
 
-    /// Takes the due event received first, under `token` for `lease`; `None` when nothing is
+    /// Takes the next due event in `order`, under `token` for `lease`; `None` when nothing is
     /// due.
     async fn take(
         &self,
         token: &ClaimToken,
         lease: Duration,
+        order: TakeOrder,
     ) -> Result<Option<TakenEvent>, StoreError>;
 
     /// Extends the token's lease to `lease` from now.
@@ -155,7 +200,8 @@ pub trait Inbox: Send + Sync + 'static {
     /// Events per state, and the age of the oldest waiting event.
     async fn stats(&self) -> Result<InboxStats, StoreError>;
 
-    /// The events the filter selects, received first first, at most its limit.
+    /// The events the filter selects in the order of receipt (a replayed event in the place of
+    /// its replay), at most its limit.
     async fn list(&self, filter: &Filter) -> Result<Vec<EventSummary>, StoreError>;
 
     /// How many events the filter selects (its limit aside).
@@ -187,8 +233,9 @@ macro_rules! forward_inbox {
                 &self,
                 token: &ClaimToken,
                 lease: Duration,
+                order: TakeOrder,
             ) -> Result<Option<TakenEvent>, StoreError> {
-                (**self).take(token, lease).await
+                (**self).take(token, lease, order).await
             }
             async fn renew(
                 &self,

@@ -18,9 +18,9 @@ use http_body::Body;
 use tower_service::Service;
 use tracing::{Instrument, field::Empty};
 
-use super::{Inbox, Receipt, ReceivedEvent};
+use super::{Inbox, Receipt, ReceivedEvent, stored_ordering_key};
 use crate::{
-    ConfigError, Outcome, Rejection, RejectionKind, WebhookBody,
+    ConfigError, Outcome, Rejection, RejectionKind, SanghoEvent, WebhookBody,
     error_chain::ErrorChain,
     rejection::duplicate_response,
     service::{EVENT_ID_HEADER, SIGNATURE_HEADER},
@@ -74,7 +74,11 @@ struct Shared {
     stored_headers: Vec<HeaderName>,
     store_timeout: Duration,
     inbox: Arc<dyn Inbox>,
+    ordering_key: Option<OrderingKeyFn>,
 }
+
+/// How the receiver finds an event's ordering key.
+type OrderingKeyFn = Arc<dyn Fn(&SanghoEvent) -> Option<String> + Send + Sync>;
 
 impl InboxReceiver {
     /// The default time a receipt may take before it is answered 503: 5 s.
@@ -88,6 +92,7 @@ impl InboxReceiver {
             stored_headers: STORED_HEADERS.to_vec(),
             store_timeout: Self::DEFAULT_STORE_TIMEOUT,
             inbox: Arc::new(inbox),
+            ordering_key: None,
         }
     }
 }
@@ -104,6 +109,7 @@ impl InboxReceiver {
 /// | `Retry-After` on 409 and 503 | 5 s | [`with_retry_after`](Self::with_retry_after) |
 /// | refusal responses | `{"error":"<code>"}` | [`with_rejection_response`](Self::with_rejection_response) |
 /// | clock | the system clock | [`with_clock`](Self::with_clock) |
+/// | ordering key | none: every event may run beside any other | [`with_ordering_key`](Self::with_ordering_key) |
 ///
 /// ```
 /// use sangho_webhook::{ConfigError, inbox::{InboxReceiver, MemoryInbox}, signature::Secret};
@@ -119,6 +125,7 @@ pub struct InboxReceiverBuilder {
     stored_headers: Vec<HeaderName>,
     store_timeout: Duration,
     inbox: Arc<dyn Inbox>,
+    ordering_key: Option<OrderingKeyFn>,
 }
 
 impl InboxReceiverBuilder {
@@ -177,6 +184,31 @@ impl InboxReceiverBuilder {
         self
     }
 
+    /// Gives each event the ordering key `key` finds (`None`: no key): events with one key are
+    /// processed one at a time, in the order of receipt (see [per-object
+    /// ordering](crate::inbox#per-object-ordering)). A key longer than
+    /// [`MAX_ORDERING_KEY_LEN`](super::MAX_ORDERING_KEY_LEN) bytes is stored as its hash.
+    ///
+    /// ```
+    /// use sangho_webhook::{inbox::{InboxReceiver, MemoryInbox, object_id}, signature::Secret};
+    ///
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// // The events of one invoice, one customer, one payment...: one at a time.
+    /// let receiver = InboxReceiver::builder(Secret::new("whsec_x")?, MemoryInbox::new())
+    ///     .with_ordering_key(object_id)
+    ///     .build()?;
+    /// # let _ = receiver;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn with_ordering_key(
+        mut self,
+        key: impl Fn(&SanghoEvent) -> Option<String> + Send + Sync + 'static,
+    ) -> Self {
+        self.ordering_key = Some(Arc::new(key));
+        self
+    }
+
     /// Reads the current time from `clock` instead of the system clock (for tests).
     pub fn with_clock(mut self, clock: impl Fn() -> SystemTime + Send + Sync + 'static) -> Self {
         self.verifier.clock = Arc::new(clock);
@@ -217,6 +249,7 @@ impl InboxReceiverBuilder {
                 stored_headers: self.stored_headers,
                 store_timeout: self.store_timeout,
                 inbox: self.inbox,
+                ordering_key: self.ordering_key,
             }),
         })
     }
@@ -273,13 +306,16 @@ impl Shared {
             Err(kind) => return self.refuse(kind),
         };
         let headers = self.stored(&parts.headers);
+        let key = self.ordering_key.as_ref().and_then(|key| key(&event));
+        let key = key.as_deref().map(stored_ordering_key);
         let received = ReceivedEvent::new(
             event.id(),
             event.event_type(),
             event.raw(),
             &headers,
             parts.uri.path(),
-        );
+        )
+        .with_ordering_key(key.as_deref());
         let event_id = Some(event.id());
         match tokio::time::timeout(self.store_timeout, self.inbox.receive(&received)).await {
             Ok(Ok(Receipt::Stored)) => {

@@ -17,7 +17,10 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use tower_service::Service;
 use tracing::Instrument;
 
-use super::{FailedAttempt, Failure, Inbox, NextAttempt, RetryPolicy, TakenEvent};
+use super::{
+    AttemptOutcome, FailedAttempt, Failure, Inbox, NextAttempt, RetryPolicy, TakeOrder,
+    TakenEvent, WorkerMetrics,
+};
 use crate::{
     ConfigError, DeliveryClaim, SanghoEvent, WebhookBody,
     error_chain::ErrorChain,
@@ -63,8 +66,9 @@ impl InboxDelivery {
     }
 }
 
-/// Runs the handler on the events of an [`Inbox`]: several tasks, each taking the due event
-/// received first under a lease with a fresh token, renewing it every third of the lease
+/// Runs the handler on the events of an [`Inbox`]: several tasks, each taking the next due
+/// event (new events first, then retries, each in the order of receipt: [`TakeOrder`]; the
+/// events of one ordering key one at a time) under a lease with a fresh token, renewing it every third of the lease
 /// while the handler runs, and settling it by the handler's answer: a 2xx completes the event;
 /// anything else, an error or a panic is a failed attempt, due again by the
 /// [`RetryPolicy`] or dead.
@@ -106,6 +110,8 @@ struct Shared<S> {
     store_timeout: Duration,
     max_processing_time: Duration,
     retry: RetryPolicy,
+    take_order: TakeOrder,
+    metrics: WorkerMetrics,
     /// Stops the takes (the shutdown began).
     stop_taking: CancellationToken,
     /// Abandons the handlers still running (the shutdown's deadline passed).
@@ -144,7 +150,13 @@ impl<S> InboxWorker<S> {
             store_timeout: InboxWorker::DEFAULT_STORE_TIMEOUT,
             max_processing_time: InboxWorker::DEFAULT_MAX_PROCESSING_TIME,
             retry: RetryPolicy::default(),
+            take_order: TakeOrder::default(),
         }
+    }
+
+    /// What this worker has done: attempts by outcome, dead letters, its last take.
+    pub fn metrics(&self) -> WorkerMetrics {
+        self.shared.metrics.clone()
     }
 }
 
@@ -159,6 +171,7 @@ impl<S> InboxWorker<S> {
 /// | retention of a completed event | 72 h | [`with_retention`](Self::with_retention) |
 /// | poll interval (no notification) | 1 s | [`with_poll_interval`](Self::with_poll_interval) |
 /// | store timeout | 5 s | [`with_store_timeout`](Self::with_store_timeout) |
+/// | which due event first | new events, then retries: [`TakeOrder::FreshFirst`] | [`with_take_order`](Self::with_take_order) |
 #[must_use]
 pub struct InboxWorkerBuilder<S> {
     inbox: Arc<dyn Inbox>,
@@ -170,6 +183,7 @@ pub struct InboxWorkerBuilder<S> {
     store_timeout: Duration,
     max_processing_time: Duration,
     retry: RetryPolicy,
+    take_order: TakeOrder,
 }
 
 impl<S> InboxWorkerBuilder<S> {
@@ -212,6 +226,14 @@ impl<S> InboxWorkerBuilder<S> {
     /// 10 ms): the wake-up across processes on stores without notifications.
     pub fn with_poll_interval(mut self, interval: Duration) -> Self {
         self.poll_interval = interval;
+        self
+    }
+
+    /// Takes the due events in `order`: by default new events before retries
+    /// ([`TakeOrder::FreshFirst`]), so that a backlog of failing events never delays a new one
+    /// by more than one handler run.
+    pub fn with_take_order(mut self, order: TakeOrder) -> Self {
+        self.take_order = order;
         self
     }
 
@@ -262,6 +284,8 @@ impl<S> InboxWorkerBuilder<S> {
                 store_timeout: self.store_timeout,
                 max_processing_time: self.max_processing_time,
                 retry: self.retry,
+                take_order: self.take_order,
+                metrics: WorkerMetrics::default(),
                 stop_taking: CancellationToken::new(),
                 abandon: CancellationToken::new(),
                 retry_due: tokio::sync::Notify::new(),
@@ -276,9 +300,15 @@ pub struct WorkerHandle {
     stop_taking: CancellationToken,
     abandon: CancellationToken,
     tasks: TaskTracker,
+    metrics: WorkerMetrics,
 }
 
 impl WorkerHandle {
+    /// What the worker has done: attempts by outcome, dead letters, its last take.
+    pub fn metrics(&self) -> WorkerMetrics {
+        self.metrics.clone()
+    }
+
     /// Stops taking events, waits up to `deadline` for the handlers still running, then
     /// abandons the others: each is due again at once, and its attempt does not count.
     /// Answers whether every handler finished within the deadline.
@@ -323,6 +353,7 @@ where
             stop_taking: self.shared.stop_taking.clone(),
             abandon: self.shared.abandon.clone(),
             tasks,
+            metrics: self.shared.metrics.clone(),
         }
     }
 }
@@ -351,9 +382,11 @@ where
         let mut store_backoff = Duration::ZERO;
         while !self.stop_taking.is_cancelled() {
             let token = ClaimToken::generate();
-            match timeout(self.store_timeout, self.inbox.take(&token, self.lease)).await {
+            let take = self.inbox.take(&token, self.lease, self.take_order);
+            match timeout(self.store_timeout, take).await {
                 Ok(Ok(Some(taken))) => {
                     store_backoff = Duration::ZERO;
+                    self.metrics.took();
                     self.process(taken).await;
                 }
                 Ok(Ok(None)) => {
@@ -531,10 +564,12 @@ where
             .await;
             match completion {
                 Ok(Ok(Completion::Recorded)) => {
+                    self.metrics.attempt(AttemptOutcome::Completed);
                     tracing::info!("processed");
                     return;
                 }
                 Ok(Ok(Completion::TakenOver)) => {
+                    self.metrics.attempt(AttemptOutcome::LeaseLost);
                     tracing::warn!(
                         "processed, but another worker took the event over meanwhile: it may be \
                          processed twice"
@@ -567,31 +602,48 @@ where
         )
         .await
         {
-            Ok(Ok(Failure::Recorded)) => match next {
+            Ok(Ok(Failure::Recorded)) => {
+                self.metrics.attempt(AttemptOutcome::Failed);
+                self.failure_recorded(taken, error, next);
+            }
+            Ok(Ok(Failure::NotHeld)) => {
+                self.metrics.attempt(AttemptOutcome::LeaseLost);
+                tracing::warn!(error, "attempt failed, and the lease was lost meanwhile")
+            }
+            Ok(Err(store)) => {
+                self.metrics.attempt(AttemptOutcome::Failed);
+                tracing::warn!(
+                    error,
+                    store_error = %ErrorChain(&store),
+                    "attempt failed and could not be recorded; the event is due again after its lease"
+                )
+            }
+            Err(_) => {
+                self.metrics.attempt(AttemptOutcome::Failed);
+                tracing::warn!(
+                    error,
+                    "attempt failed and its record timed out; the event is due again after its lease"
+                )
+            }
+        }
+    }
+
+    fn failure_recorded(self: &Arc<Self>, taken: &TakenEvent, error: &str, next: NextAttempt) {
+        match next {
                 NextAttempt::After(delay) => {
                     self.wake_after(delay);
                     tracing::warn!(error, retry_in = ?delay, "attempt failed; the event is due again later");
                 }
-                NextAttempt::Dead => tracing::error!(
-                    event_id = %taken.event_id,
-                    event_type = %taken.event_type,
-                    attempts = taken.attempt,
-                    last_error = error,
-                    "the event is dead: no more attempts until an operator replays it"
-                ),
-            },
-            Ok(Ok(Failure::NotHeld)) => {
-                tracing::warn!(error, "attempt failed, and the lease was lost meanwhile")
-            }
-            Ok(Err(store)) => tracing::warn!(
-                error,
-                store_error = %ErrorChain(&store),
-                "attempt failed and could not be recorded; the event is due again after its lease"
-            ),
-            Err(_) => tracing::warn!(
-                error,
-                "attempt failed and its record timed out; the event is due again after its lease"
-            ),
+                NextAttempt::Dead => {
+                    self.metrics.dead();
+                    tracing::error!(
+                        event_id = %taken.event_id,
+                        event_type = %taken.event_type,
+                        attempts = taken.attempt,
+                        last_error = error,
+                        "the event is dead: no more attempts until an operator replays it"
+                    )
+                }
         }
     }
 
@@ -612,6 +664,7 @@ where
     }
 
     async fn abandon(&self, taken: &TakenEvent) {
+        self.metrics.attempt(AttemptOutcome::Abandoned);
         match timeout(self.store_timeout, self.inbox.abandon(&taken.claimant())).await {
             Ok(Ok(_)) => tracing::info!("abandoned at shutdown; due again at once"),
             _ => tracing::warn!(
@@ -675,6 +728,7 @@ impl<S> fmt::Debug for InboxWorker<S> {
             .field("store_timeout", &shared.store_timeout)
             .field("max_processing_time", &shared.max_processing_time)
             .field("retry", &shared.retry)
+            .field("take_order", &shared.take_order)
             .finish_non_exhaustive()
     }
 }

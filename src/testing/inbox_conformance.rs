@@ -19,7 +19,7 @@ use bytes::Bytes;
 use crate::{
     inbox::{
         Discarded, EventState, FailedAttempt, Failure, Filter, Inbox, MemoryInbox, NextAttempt,
-        Receipt, ReceivedEvent, Replay, Replayed, TakenEvent,
+        Receipt, ReceivedEvent, Replay, Replayed, TakeOrder, TakenEvent,
     },
     store::{ClaimToken, Claimant, Completion, Release, Renewal},
     testing::conformance::{LONG, PAST_SHORT, SHORT, unique_event_id},
@@ -90,9 +90,16 @@ fn body_of(id: &str) -> Bytes {
 
 /// Receives `id` with its usual body, and answers what the inbox found.
 pub async fn receive(inbox: &dyn Inbox, id: &str) -> Receipt {
+    receive_with_key(inbox, id, None).await
+}
+
+/// Receives `id` with its usual body and the ordering key `key`, and answers what the inbox
+/// found.
+pub async fn receive_with_key(inbox: &dyn Inbox, id: &str, key: Option<&str>) -> Receipt {
     let (body, headers) = (body_of(id), headers());
+    let event = ReceivedEvent::new(id, TYPE, &body, &headers, PATH).with_ordering_key(key);
     inbox
-        .receive(&ReceivedEvent::new(id, TYPE, &body, &headers, PATH))
+        .receive(&event)
         .await
         .unwrap_or_else(|error| panic!("receiving {id} failed: {error:?}"))
 }
@@ -104,10 +111,24 @@ pub async fn stored(inbox: &dyn Inbox, label: &str) -> String {
     id
 }
 
-/// Takes the next due event for `lease` under a fresh token.
+/// Receives a fresh event with the ordering key `key`, and panics unless it is stored;
+/// answers its id.
+pub async fn stored_with_key(inbox: &dyn Inbox, label: &str, key: &str) -> String {
+    let id = unique_event_id(label);
+    let receipt = receive_with_key(inbox, &id, Some(key)).await;
+    assert_eq!(receipt, Receipt::Stored, "receiving {id}");
+    id
+}
+
+/// Takes the next due event for `lease` under a fresh token, new events first.
 pub async fn take(inbox: &dyn Inbox, lease: Duration) -> Option<TakenEvent> {
+    take_in(inbox, lease, TakeOrder::FreshFirst).await
+}
+
+/// Takes the next due event in `order` for `lease` under a fresh token.
+pub async fn take_in(inbox: &dyn Inbox, lease: Duration, order: TakeOrder) -> Option<TakenEvent> {
     inbox
-        .take(&ClaimToken::generate(), lease)
+        .take(&ClaimToken::generate(), lease, order)
         .await
         .unwrap_or_else(|error| panic!("a take failed: {error:?}"))
 }
@@ -639,23 +660,204 @@ pub async fn a_body_at_the_limit_is_stored_byte_for_byte(inbox: Arc<dyn Inbox>) 
     assert!(record.body == body, "the shown body differs");
 }
 
+/// Events that share an ordering key are taken one at a time, in the order of receipt, while
+/// events of other keys (or none) are taken beside them; the key is handed out with the event
+/// and listed with it.
+pub async fn events_of_one_key_are_taken_one_at_a_time_in_receipt_order(inbox: Arc<dyn Inbox>) {
+    let (key, other) = (unique_event_id("key"), unique_event_id("other"));
+    let first = stored_with_key(&*inbox, "keyed", &key).await;
+    let second = stored_with_key(&*inbox, "keyed", &key).await;
+    let beside = stored_with_key(&*inbox, "beside", &other).await;
+    let third = stored_with_key(&*inbox, "keyed", &key).await;
+    let unkeyed = stored(&*inbox, "unkeyed").await;
+
+    let taken = take_event(&*inbox, &first, LONG).await;
+    assert_eq!(taken.ordering_key.as_deref(), Some(key.as_str()));
+    take_event(&*inbox, &beside, LONG).await;
+    take_event(&*inbox, &unkeyed, LONG).await;
+    assert!(
+        take(&*inbox, LONG).await.is_none(),
+        "the key's next event waits while its first is in flight"
+    );
+    complete(&*inbox, &taken.claimant(), LONG).await;
+    let taken = take_event(&*inbox, &second, LONG).await;
+    assert!(take(&*inbox, LONG).await.is_none(), "one at a time");
+    complete(&*inbox, &taken.claimant(), LONG).await;
+    take_event(&*inbox, &third, LONG).await;
+
+    let listed = inbox
+        .list(&Filter::new().with_ordering_key(&key))
+        .await
+        .expect("list");
+    let ids: Vec<&str> = listed.iter().map(|event| event.event_id.as_str()).collect();
+    assert_eq!(ids, [&first, &second, &third]);
+    assert!(
+        listed
+            .iter()
+            .all(|event| event.ordering_key.as_deref() == Some(key.as_str()))
+    );
+    let count = inbox
+        .count(&Filter::new().with_ordering_key(&other))
+        .await
+        .expect("count");
+    assert_eq!(count, 1);
+}
+
+/// An earlier event of a key that waits for its retry keeps the key's later events waiting
+/// until it completes: the order is kept.
+pub async fn a_key_waits_for_its_earlier_events_retry(inbox: Arc<dyn Inbox>) {
+    let key = unique_event_id("key");
+    let first = stored_with_key(&*inbox, "retried", &key).await;
+    let second = stored_with_key(&*inbox, "after", &key).await;
+    let taken = take_event(&*inbox, &first, LONG).await;
+    let busy = NextAttempt::After(SHORT);
+    fail(&*inbox, &taken.claimant(), "status 503: busy", busy).await;
+    assert!(
+        take(&*inbox, LONG).await.is_none(),
+        "the key waits for its first event's retry"
+    );
+    tokio::time::sleep(PAST_SHORT).await;
+    let retried = take_event(&*inbox, &first, LONG).await;
+    assert_eq!(retried.attempt, 2);
+    assert!(take(&*inbox, LONG).await.is_none());
+    complete(&*inbox, &retried.claimant(), LONG).await;
+    take_event(&*inbox, &second, LONG).await;
+}
+
+/// A dead event frees its key: the events after it are taken. Replayed, it takes the last
+/// place in its key's order: it waits for the key's event in flight and the ones still waiting.
+pub async fn a_dead_event_frees_its_key(inbox: Arc<dyn Inbox>) {
+    let key = unique_event_id("key");
+    let first = stored_with_key(&*inbox, "dies", &key).await;
+    let second = stored_with_key(&*inbox, "next", &key).await;
+    let third = stored_with_key(&*inbox, "last", &key).await;
+    let taken = take_event(&*inbox, &first, LONG).await;
+    fail(&*inbox, &taken.claimant(), "status 500", NextAttempt::Dead).await;
+    let running = take_event(&*inbox, &second, LONG).await;
+
+    assert_eq!(
+        replay(&*inbox, &first, &Replay::new()).await,
+        Replayed::Replayed
+    );
+    assert!(
+        take(&*inbox, LONG).await.is_none(),
+        "the replayed event waits for its key's event in flight"
+    );
+    complete(&*inbox, &running.claimant(), LONG).await;
+    let last = take_event(&*inbox, &third, LONG).await;
+    complete(&*inbox, &last.claimant(), LONG).await;
+    take_event(&*inbox, &first, LONG).await;
+}
+
+/// A key's event whose lease ran out is taken over before the key's later events.
+pub async fn a_keys_lost_lease_is_taken_over_first(inbox: Arc<dyn Inbox>) {
+    let key = unique_event_id("key");
+    let first = stored_with_key(&*inbox, "lost", &key).await;
+    let second = stored_with_key(&*inbox, "after", &key).await;
+    take_event(&*inbox, &first, SHORT).await;
+    assert!(take(&*inbox, LONG).await.is_none(), "leased");
+    tokio::time::sleep(PAST_SHORT).await;
+    let again = take_event(&*inbox, &first, LONG).await;
+    assert_eq!(again.attempt, 2);
+    complete(&*inbox, &again.claimant(), LONG).await;
+    take_event(&*inbox, &second, LONG).await;
+}
+
+/// Eight concurrent workers over 24 events of three keys never hold two events of one key at
+/// once, take each key's events in the order of receipt, and take every event once.
+pub async fn concurrent_takes_never_hold_two_events_of_one_key(inbox: Arc<dyn Inbox>) {
+    use std::collections::HashMap;
+    use std::sync::Mutex;
+
+    let keys: Vec<String> = (0..3).map(|_| unique_event_id("key")).collect();
+    let mut order: HashMap<String, Vec<String>> = HashMap::new();
+    for n in 0..24 {
+        let key = &keys[n % keys.len()];
+        let id = stored_with_key(&*inbox, "concurrent", key).await;
+        order.entry(key.clone()).or_default().push(id);
+    }
+    let running: Arc<Mutex<HashSet<String>>> = Arc::default();
+    let taken: Arc<Mutex<HashMap<String, Vec<String>>>> = Arc::default();
+    let mut workers = tokio::task::JoinSet::new();
+    for _ in 0..8 {
+        let (inbox, running, taken) = (inbox.clone(), running.clone(), taken.clone());
+        workers.spawn(async move {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+            loop {
+                let done: usize = taken.lock().unwrap().values().map(Vec::len).sum();
+                if done == 24 {
+                    return;
+                }
+                assert!(tokio::time::Instant::now() < deadline, "24 events within 60 s");
+                let Some(event) = take(&*inbox, LONG).await else {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    continue;
+                };
+                let key = event.ordering_key.clone().expect("a keyed event");
+                assert!(
+                    running.lock().unwrap().insert(key.clone()),
+                    "two events of one key held at once"
+                );
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                running.lock().unwrap().remove(&key);
+                taken
+                    .lock()
+                    .unwrap()
+                    .entry(key)
+                    .or_default()
+                    .push(event.event_id.clone());
+                complete(&*inbox, &event.claimant(), LONG).await;
+            }
+        });
+    }
+    workers.join_all().await;
+    assert_eq!(*taken.lock().unwrap(), order, "each key's events in the order of receipt");
+}
+
+/// New events are taken before due retries ([`TakeOrder::FreshFirst`]), and in the order of
+/// receipt with [`TakeOrder::Receipt`].
+pub async fn fresh_events_are_taken_before_due_retries(inbox: Arc<dyn Inbox>) {
+    let retry = stored(&*inbox, "retry").await;
+    let taken = take_event(&*inbox, &retry, LONG).await;
+    let now = NextAttempt::After(Duration::ZERO);
+    fail(&*inbox, &taken.claimant(), "status 500", now).await;
+    let fresh = stored(&*inbox, "fresh").await;
+    let first = take_in(&*inbox, LONG, TakeOrder::FreshFirst).await;
+    assert_eq!(first.as_ref().map(|event| &event.event_id), Some(&fresh));
+    let second = take_in(&*inbox, LONG, TakeOrder::FreshFirst).await;
+    let second = second.expect("the retry, after the new event");
+    assert_eq!((&second.event_id, second.attempt), (&retry, 2));
+
+    fail(&*inbox, &second.claimant(), "status 500", now).await;
+    let later = stored(&*inbox, "later").await;
+    let first = take_in(&*inbox, LONG, TakeOrder::Receipt).await;
+    assert_eq!(first.map(|event| event.event_id), Some(retry));
+    let second = take_in(&*inbox, LONG, TakeOrder::Receipt).await;
+    assert_eq!(second.map(|event| event.event_id), Some(later));
+}
+
 /// A random history of receipts, takes, completions, failures, abandons, replays and discards
 /// over a few events, applied to the inbox and to [`MemoryInbox`] alike: every answer and
 /// every handed-out event agrees (leases and delays are long, so no answer depends on time).
+/// Two of the events share an ordering key, one has a key of its own, one has none.
 pub async fn reference_model(inbox: Arc<dyn Inbox>) {
     let reference = MemoryInbox::new();
     let ids: Vec<String> = (0..4).map(|_| unique_event_id("model")).collect();
+    let (shared, own) = (unique_event_id("key"), unique_event_id("key"));
+    let keys = [Some(&*shared), Some(&*shared), Some(&*own), None];
     let mut rng = fastrand::Rng::with_seed(0x5a9_0b0c);
     // The events each side holds, by position: (under test, reference).
     let mut held: Vec<(TakenEvent, TakenEvent)> = Vec::new();
     for step in 0..300 {
-        let id = &ids[rng.usize(..ids.len())];
+        let which = rng.usize(..ids.len());
+        let (id, key) = (&ids[which], keys[which]);
         let operation = rng.u8(..8);
         let context = format!("step {step}: operation {operation} on {id}");
         match operation {
             0 | 1 => {
-                let got = receive(&*inbox, id).await;
-                assert_eq!(got, receive(&reference, id).await, "{context}: receive");
+                let got = receive_with_key(&*inbox, id, key).await;
+                let want = receive_with_key(&reference, id, key).await;
+                assert_eq!(got, want, "{context}: receive");
             }
             2 | 3 => {
                 let got = take(&*inbox, LONG).await;
@@ -766,6 +968,12 @@ macro_rules! __inbox_conformance_tests {
             list_and_count_select_by_state_type_and_time,
             the_purge_deletes_only_completed_events_past_their_retention,
             a_body_at_the_limit_is_stored_byte_for_byte,
+            events_of_one_key_are_taken_one_at_a_time_in_receipt_order,
+            a_key_waits_for_its_earlier_events_retry,
+            a_dead_event_frees_its_key,
+            a_keys_lost_lease_is_taken_over_first,
+            concurrent_takes_never_hold_two_events_of_one_key,
+            fresh_events_are_taken_before_due_retries,
             reference_model
         }
     };

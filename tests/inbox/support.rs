@@ -22,7 +22,7 @@ use sangho_webhook::{
     inbox::{
         Discarded, EventRecord, EventSummary, FailedAttempt, Failure, Filter, Inbox, InboxDelivery,
         InboxReceiver, InboxStats, MemoryInbox, Receipt, ReceivedEvent, Replay, Replayed,
-        TakenEvent,
+        TakeOrder, TakenEvent,
     },
     store::{ClaimToken, Claimant, Completion, Release, Renewal, StoreError, async_trait},
     testing::{Delivery, fixtures},
@@ -198,10 +198,11 @@ impl Inbox for FaultyInbox {
         &self,
         token: &ClaimToken,
         lease: Duration,
+        order: TakeOrder,
     ) -> Result<Option<TakenEvent>, StoreError> {
         self.takes.fetch_add(1, Ordering::SeqCst);
         self.check()?;
-        self.inner.take(token, lease).await
+        self.inner.take(token, lease, order).await
     }
     async fn renew(&self, claimant: &Claimant<'_>, lease: Duration) -> Result<Renewal, StoreError> {
         self.check()?;

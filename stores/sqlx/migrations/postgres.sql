@@ -37,6 +37,8 @@
 -- last_error   the last failed attempt's excerpt of the status or error.
 -- history      every failed attempt, lost lease and replay, one line each with its time (the
 --              last 8 KiB).
+-- ordering_key the key of events processed one at a time in the order of receipt (NULL: none;
+--              a key over 200 bytes is stored as `sha256:` and its hash).
 
 CREATE TABLE IF NOT EXISTS processed_webhook_events (
     event_id     VARCHAR(50)  PRIMARY KEY,
@@ -55,7 +57,8 @@ CREATE TABLE IF NOT EXISTS processed_webhook_events (
     attempts     INTEGER      NOT NULL DEFAULT 0,
     replays      INTEGER      NOT NULL DEFAULT 0,
     last_error   TEXT,
-    history      TEXT
+    history      TEXT,
+    ordering_key VARCHAR(200)
 );
 
 -- A table of the provider's documented schema: add the store's columns, and give the rows
@@ -89,6 +92,7 @@ ALTER TABLE processed_webhook_events
     ADD COLUMN IF NOT EXISTS replays INTEGER NOT NULL DEFAULT 0,
     ADD COLUMN IF NOT EXISTS last_error TEXT,
     ADD COLUMN IF NOT EXISTS history TEXT,
+    ADD COLUMN IF NOT EXISTS ordering_key VARCHAR(200),
     DROP CONSTRAINT IF EXISTS processed_webhook_events_state_check,
     ADD CONSTRAINT processed_webhook_events_state_check
         CHECK (state IN ('received', 'in_flight', 'completed', 'dead')) NOT VALID;
@@ -109,7 +113,14 @@ CREATE INDEX IF NOT EXISTS idx_webhook_processed_at
 CREATE INDEX IF NOT EXISTS idx_webhook_expires_at
     ON processed_webhook_events (expires_at);
 
--- Outside a transaction (CONCURRENTLY: the index is built without blocking receipts and
--- claims). Inbox mode's take reads the unfinished events in the order of receipt.
+-- Outside a transaction (CONCURRENTLY: the indexes are built without blocking receipts and
+-- claims), one statement at a time. Inbox mode's take reads the unfinished events in the order
+-- of receipt; the events waiting for their first attempt, which it takes first; and the
+-- unfinished events of an ordering key, which hold back the key's later ones.
 CREATE INDEX CONCURRENTLY IF NOT EXISTS idx_webhook_unfinished
     ON processed_webhook_events (sequence) WHERE state IN ('received', 'in_flight');
+CREATE INDEX CONCURRENTLY IF NOT EXISTS idx_webhook_fresh
+    ON processed_webhook_events (sequence) WHERE state = 'received' AND attempts = 0;
+CREATE INDEX CONCURRENTLY IF NOT EXISTS idx_webhook_ordering
+    ON processed_webhook_events (ordering_key, sequence)
+    WHERE state IN ('received', 'in_flight') AND ordering_key IS NOT NULL;

@@ -8,7 +8,8 @@ use bytes::Bytes;
 use sangho_webhook::{
     inbox::{
         Discarded, EventRecord, EventState, EventSummary, FailedAttempt, Failure, Filter, Inbox,
-        InboxStats, NextAttempt, Receipt, ReceivedEvent, Replay, Replayed, TakenEvent,
+        InboxStats, NextAttempt, Receipt, ReceivedEvent, Replay, Replayed, TakeOrder,
+        TakenEvent,
     },
     store::{ClaimToken, Claimant, Completion, Release, Renewal, StoreError},
 };
@@ -79,7 +80,7 @@ fn history_of(history: Option<&str>) -> Vec<String> {
 }
 
 fn summary_of(row: &SummaryRow) -> Result<EventSummary, StoreError> {
-    let (event_id, event_type, state, received_ms, attempts, last_error) = row;
+    let (event_id, event_type, state, received_ms, attempts, last_error, key) = row;
     Ok(EventSummary::new(
         event_id.clone(),
         event_type.clone(),
@@ -87,13 +88,14 @@ fn summary_of(row: &SummaryRow) -> Result<EventSummary, StoreError> {
         time(*received_ms),
         count(*attempts),
         last_error.clone(),
-    ))
+    )
+    .with_ordering_key(key.clone()))
 }
 
 fn record_of(row: RecordRow) -> Result<EventRecord, StoreError> {
-    let (id, kind, state, received, attempts, error, due, replays, headers, path, body, history) =
+    let (id, kind, state, received, attempts, error, key, due, replays, headers, path, body, history) =
         row;
-    let summary = summary_of(&(id, kind, state, received, attempts, error))?;
+    let summary = summary_of(&(id, kind, state, received, attempts, error, key))?;
     Ok(EventRecord::new(
         summary,
         due.map(time),
@@ -105,14 +107,15 @@ fn record_of(row: RecordRow) -> Result<EventRecord, StoreError> {
     ))
 }
 
-/// A filter's binds: state, type, since and before (Unix ms), limit.
-fn filter_binds(filter: &Filter) -> [Bind<'_>; 5] {
+/// A filter's binds: state, type, since and before (Unix ms), limit, ordering key.
+fn filter_binds(filter: &Filter) -> [Bind<'_>; 6] {
     [
         Bind::OptText(filter.state.map(EventState::as_str)),
         Bind::OptText(filter.event_type.as_deref()),
         Bind::OptInt(filter.since.map(millis)),
         Bind::OptInt(filter.before.map(millis)),
         Bind::Int(i64::from(filter.limit.unwrap_or(DEFAULT_LIST_LIMIT))),
+        Bind::OptText(filter.ordering_key.as_deref()),
     ]
 }
 
@@ -161,6 +164,7 @@ impl<D: Dialect> Inbox for SqlStore<D> {
             Bind::Bytes(event.body),
             Bind::Text(&headers),
             Bind::Text(event.path),
+            Bind::OptText(event.ordering_key),
         ];
         let status = self.inbox_text(&self.inbox()?.receive, &binds).await?;
         Ok(match status.as_deref() {
@@ -187,17 +191,24 @@ impl<D: Dialect> Inbox for SqlStore<D> {
         &self,
         token: &ClaimToken,
         lease: Duration,
+        order: TakeOrder,
     ) -> Result<Option<TakenEvent>, StoreError> {
         let query = &self.inbox()?.take;
-        let binds = [Bind::Text(token.as_str()), Bind::Int(micros(lease))];
+        let fresh_first = i64::from(order == TakeOrder::FreshFirst);
+        let binds = [
+            Bind::Text(token.as_str()),
+            Bind::Int(micros(lease)),
+            Bind::Int(fresh_first),
+        ];
         let row = D::inbox_taken(self, query, &binds)
             .await
             .map_err(|error| self.store_error(error))?;
-        let Some((event_id, event_type, body, headers, path, received, budget, attempt)) = row
+        let Some((event_id, event_type, body, headers, path, received, budget, attempt, key)) = row
         else {
             return Ok(None);
         };
-        Ok(Some(TakenEvent::new(
+        Ok(Some(
+            TakenEvent::new(
             event_id,
             event_type,
             Bytes::from(body),
@@ -207,7 +218,9 @@ impl<D: Dialect> Inbox for SqlStore<D> {
             time(budget),
             count(attempt),
             *token,
-        )))
+        )
+            .with_ordering_key(key),
+        ))
     }
 
     async fn renew(&self, claimant: &Claimant<'_>, lease: Duration) -> Result<Renewal, StoreError> {

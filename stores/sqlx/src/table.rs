@@ -73,6 +73,20 @@ impl TableName {
 
     /// The name of inbox mode's index of leases on MariaDB (state, then when the lease runs
     /// out): `idx_webhook_leases` for the default table, `<table>_leases_idx` for any other.
+    /// The name of inbox mode's index of the unfinished events of each ordering key:
+    /// `idx_webhook_ordering` for the default table, `<table>_ordering_idx` for any other.
+    #[cfg_attr(not(any(feature = "postgres", feature = "mariadb")), allow(dead_code))]
+    pub(crate) fn ordering_index_name(&self) -> String {
+        self.index("ordering")
+    }
+
+    /// The name of inbox mode's index of the events waiting for their first attempt:
+    /// `idx_webhook_fresh` for the default table, `<table>_fresh_idx` for any other.
+    #[cfg_attr(not(any(feature = "postgres", feature = "mariadb")), allow(dead_code))]
+    pub(crate) fn fresh_index_name(&self) -> String {
+        self.index("fresh")
+    }
+
     #[cfg_attr(not(feature = "mariadb"), allow(dead_code))]
     pub(crate) fn lease_index_name(&self) -> String {
         self.index("leases")
@@ -96,23 +110,32 @@ impl TableName {
     /// replaced once: a table name that contains the default one (`…_v2`) is not rewritten
     /// again inside the index names.
     pub(crate) fn schema(&self, script: &str) -> String {
-        const PROCESSED_AT: &str = "\u{0}processed_at_index\u{0}";
-        const EXPIRES_AT: &str = "\u{0}expires_at_index\u{0}";
-        const UNFINISHED: &str = "\u{0}unfinished_index\u{0}";
-        const SEQUENCE: &str = "\u{0}sequence_index\u{0}";
-        const LEASES: &str = "\u{0}leases_index\u{0}";
-        script
-            .replace("idx_webhook_processed_at", PROCESSED_AT)
-            .replace("idx_webhook_expires_at", EXPIRES_AT)
-            .replace("idx_webhook_unfinished", UNFINISHED)
-            .replace("idx_webhook_sequence", SEQUENCE)
-            .replace("idx_webhook_leases", LEASES)
-            .replace(Self::DEFAULT, self.as_str())
-            .replace(PROCESSED_AT, &self.index_name())
-            .replace(EXPIRES_AT, &self.expiry_index_name())
-            .replace(UNFINISHED, &self.index("unfinished"))
-            .replace(SEQUENCE, &self.index("sequence"))
-            .replace(LEASES, &self.index("leases"))
+        // Each index name `idx_webhook_<column>` first becomes a marker (the table's name may
+        // be part of an index's), then the table's name is replaced, then each marker.
+        const PREFIX: &str = "idx_webhook_";
+        let mut marked = String::with_capacity(script.len());
+        let mut rest = script;
+        while let Some(at) = rest.find(PREFIX) {
+            marked.push_str(&rest[..at]);
+            let after = &rest[at + PREFIX.len()..];
+            let end = after
+                .find(|c: char| !(c.is_ascii_lowercase() || c == '_'))
+                .unwrap_or(after.len());
+            marked.push('\u{0}');
+            marked.push_str(&after[..end]);
+            marked.push('\u{0}');
+            rest = &after[end..];
+        }
+        marked.push_str(rest);
+        let renamed = marked.replace(Self::DEFAULT, self.as_str());
+        let mut named = String::with_capacity(renamed.len());
+        let mut parts = renamed.split('\u{0}');
+        named.push_str(parts.next().unwrap_or_default());
+        while let (Some(column), Some(text)) = (parts.next(), parts.next()) {
+            named.push_str(&self.index(column));
+            named.push_str(text);
+        }
+        named
     }
 }
 

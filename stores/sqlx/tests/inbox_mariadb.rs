@@ -117,7 +117,7 @@ async fn upgrade(label: &str, provider: bool) {
     let fresh = unique_event_id("fresh");
     assert_eq!(receive(&store, &fresh).await, Receipt::Stored);
     let taken = store
-        .take(&ClaimToken::generate(), LONG)
+        .take(&ClaimToken::generate(), LONG, Default::default())
         .await
         .unwrap()
         .expect("the receipt is due");
@@ -158,7 +158,7 @@ async fn the_purges_users_run_never_delete_an_unfinished_inbox_event() {
         let store = store.clone();
         async move {
             store
-                .take(&ClaimToken::generate(), lease)
+                .take(&ClaimToken::generate(), lease, Default::default())
                 .await
                 .unwrap()
                 .expect("a due event")
@@ -221,7 +221,7 @@ async fn a_rolling_deploy_keeps_each_event_in_one_mode() {
         Claim::Completed
     );
     let taken = store
-        .take(&ClaimToken::generate(), LONG)
+        .take(&ClaimToken::generate(), LONG, Default::default())
         .await
         .unwrap()
         .expect("due");

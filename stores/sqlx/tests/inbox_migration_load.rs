@@ -258,7 +258,7 @@ where
     let event = ReceivedEvent::new(&received, TYPE, &body, &headers, "/webhooks");
     assert_eq!(store.receive(&event).await.unwrap(), Receipt::Stored);
     let taken = store
-        .take(&ClaimToken::generate(), LONG)
+        .take(&ClaimToken::generate(), LONG, Default::default())
         .await
         .unwrap()
         .expect("the receipt is due");

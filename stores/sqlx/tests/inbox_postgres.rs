@@ -122,7 +122,7 @@ mod upgrade_purge_and_rolling_deploy {
             "the direct mode acknowledges an inbox event as a duplicate"
         );
         let taken = store
-            .take(&ClaimToken::generate(), LONG)
+            .take(&ClaimToken::generate(), LONG, Default::default())
             .await
             .unwrap()
             .unwrap();
@@ -146,7 +146,7 @@ mod upgrade_purge_and_rolling_deploy {
         }
         let take = || async {
             store
-                .take(&ClaimToken::generate(), LONG)
+                .take(&ClaimToken::generate(), LONG, Default::default())
                 .await
                 .unwrap()
                 .unwrap()

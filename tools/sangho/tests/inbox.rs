@@ -41,7 +41,7 @@ async fn seed(inbox: &dyn Inbox) -> (String, String, String, [String; 2]) {
     };
     let take = || async {
         inbox
-            .take(&ClaimToken::generate(), LONG)
+            .take(&ClaimToken::generate(), LONG, Default::default())
             .await
             .unwrap()
             .unwrap()

@@ -1,11 +1,12 @@
 -- Inbox mode: one event in full.
 -- Binds: $1 event id.
--- Answers one row: id, type, state, received (Unix ms), attempts, last error, due (Unix ms,
+-- Answers one row: id, type, state, received (Unix ms), attempts, last error, ordering key,
+-- due (Unix ms,
 -- NULL unless waiting or in flight), replays, headers, path, body, history; no row when the
 -- inbox does not hold the event.
 SELECT event_id, event_type, state,
        CAST(extract(epoch FROM received_at) * 1000 AS BIGINT), CAST(attempts AS BIGINT),
-       last_error,
+       last_error, ordering_key,
        CASE WHEN state IN ('received', 'in_flight')
             THEN CAST(extract(epoch FROM due_at) * 1000 AS BIGINT) END,
        CAST(replays AS BIGINT), headers, request_path, body, history

@@ -1,24 +1,50 @@
--- Inbox mode: take the due event received first under a worker's lease, in one statement.
+-- Inbox mode: take the next due event under a worker's lease, in one statement.
 -- Due: waiting with its time come, or in flight with its lease run out (its worker crashed or
--- stalled; the lost attempt goes into the history). `SKIP LOCKED`: concurrent takes pass over
--- the row another take is locking, so that no two take one event.
+-- stalled; the lost attempt goes into the history); and, for an event with an ordering key,
+-- no other event of its key in flight under a live lease, and no unfinished event of its key
+-- received before it. New events first ($3 = 1): an event on its first attempt since its
+-- receipt or replay (the `fresh` search) before any other due event (the `due` search, only
+-- when the first found nothing), each in the order of receipt. `SKIP LOCKED`: concurrent takes
+-- pass over the row another take is locking, so that no two take one event; a take that
+-- passes over the first event of a key finds the key's next one held back by it.
 --
 -- Committed asynchronously (`commit_mode`): the worker's answer, its completion, is a
 -- synchronous commit, and PostgreSQL flushes its write-ahead log in order, so the completion's
 -- flush makes the take durable too. A take lost in a crash of the database before that flush
 -- only leaves the event as it was before the take: due, taken again after the restart, the
 -- lost attempt not counted.
--- Binds: $1 the worker's claim token, $2 the lease in µs.
+-- Binds: $1 the worker's claim token, $2 the lease in µs, $3 1 to take new events first (0:
+-- every due event in the order of receipt).
 -- Answers the taken event (id, type, body, headers, path, received and budget start in Unix
--- milliseconds, this attempt's number), or no row when nothing is due.
+-- milliseconds, this attempt's number, ordering key), or no row when nothing is due.
 WITH commit_mode AS (SELECT set_config('synchronous_commit', 'off', true)),
-next AS (
-    SELECT event_id FROM {table}
-    WHERE state IN ('received', 'in_flight') AND due_at <= statement_timestamp()
-    ORDER BY sequence
+fresh AS (
+    SELECT c.event_id FROM {table} AS c
+    WHERE $3 = 1 AND c.state = 'received' AND c.attempts = 0
+      AND c.due_at <= statement_timestamp()
+      AND (c.ordering_key IS NULL OR NOT EXISTS (
+          SELECT 1 FROM {table} AS k
+          WHERE k.ordering_key = c.ordering_key AND k.state IN ('received', 'in_flight')
+            AND (k.sequence < c.sequence
+                 OR (k.state = 'in_flight' AND k.due_at > statement_timestamp()))))
+    ORDER BY c.sequence
     LIMIT 1
-    FOR UPDATE SKIP LOCKED
-)
+    FOR UPDATE OF c SKIP LOCKED
+),
+due AS (
+    SELECT c.event_id FROM {table} AS c
+    WHERE NOT EXISTS (SELECT 1 FROM fresh)
+      AND c.state IN ('received', 'in_flight') AND c.due_at <= statement_timestamp()
+      AND (c.ordering_key IS NULL OR NOT EXISTS (
+          SELECT 1 FROM {table} AS k
+          WHERE k.ordering_key = c.ordering_key AND k.state IN ('received', 'in_flight')
+            AND (k.sequence < c.sequence
+                 OR (k.state = 'in_flight' AND k.due_at > statement_timestamp()))))
+    ORDER BY c.sequence
+    LIMIT 1
+    FOR UPDATE OF c SKIP LOCKED
+),
+next AS (SELECT event_id FROM fresh UNION ALL SELECT event_id FROM due)
 UPDATE {table} AS e
 SET state = 'in_flight',
     claim_token = $1,
@@ -37,4 +63,4 @@ WHERE e.event_id = next.event_id
 RETURNING e.event_id, e.event_type, e.body, e.headers, e.request_path,
           CAST(extract(epoch FROM e.received_at) * 1000 AS BIGINT),
           CAST(extract(epoch FROM COALESCE(e.replayed_at, e.received_at)) * 1000 AS BIGINT),
-          CAST(e.attempts AS BIGINT);
+          CAST(e.attempts AS BIGINT), e.ordering_key;

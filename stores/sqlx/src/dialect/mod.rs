@@ -43,7 +43,7 @@ const STORE_COLUMNS: [&str; 4] = ["processed_at", "state", "claim_token", "expir
 
 /// The columns inbox mode adds to a table of the store's previous release.
 #[cfg_attr(not(any(feature = "postgres", feature = "mariadb")), allow(dead_code))]
-const INBOX_COLUMNS: [&str; 11] = [
+const INBOX_COLUMNS: [&str; 12] = [
     "received_at",
     "replayed_at",
     "sequence",
@@ -55,6 +55,7 @@ const INBOX_COLUMNS: [&str; 11] = [
     "replays",
     "last_error",
     "history",
+    "ordering_key",
 ];
 
 /// Refuses an existing `table` (with the `present` columns, lower case) that lacks a column
@@ -306,7 +307,7 @@ mod sealed {
     }
 
     /// A taken event: id, type, body, headers, path, received and budget start (Unix ms),
-    /// attempt.
+    /// attempt, ordering key.
     pub(crate) type TakenRow = (
         String,
         String,
@@ -316,10 +317,20 @@ mod sealed {
         i64,
         i64,
         i64,
+        Option<String>,
     );
 
-    /// A listed event: id, type, state, received (Unix ms), attempts, last error.
-    pub(crate) type SummaryRow = (String, String, String, i64, i64, Option<String>);
+    /// A listed event: id, type, state, received (Unix ms), attempts, last error, ordering
+    /// key.
+    pub(crate) type SummaryRow = (
+        String,
+        String,
+        String,
+        i64,
+        i64,
+        Option<String>,
+        Option<String>,
+    );
 
     /// A shown event: a [`SummaryRow`]'s columns, then due (Unix ms), replays, headers, path,
     /// body, history.
@@ -329,6 +340,7 @@ mod sealed {
         String,
         i64,
         i64,
+        Option<String>,
         Option<String>,
         Option<i64>,
         i64,

@@ -18,7 +18,7 @@ use sqlx::{
 use super::{
     Dialect, InboxTemplates, Sealed, has_store_columns, micros, refuse_unusable, sealed::Templates,
 };
-use crate::{Error, SqlStore, TableName, queries::statement, store::Notifier};
+use crate::{Error, SqlStore, TableName, queries::{statement, statements}, store::Notifier};
 
 /// The PostgreSQL dialect (feature `postgres`): [`PostgresStore`](crate::PostgresStore).
 #[derive(Debug, Clone, Copy)]
@@ -95,11 +95,11 @@ impl Sealed for Postgres {
         inbox: Some(InboxTemplates {
             receive: (
                 include_str!("../../queries/postgres/inbox_receive.sql"),
-                &[0, 1, 2, 3, 4],
+                &[0, 1, 2, 3, 4, 5],
             ),
             take: (
                 include_str!("../../queries/postgres/inbox_take.sql"),
-                &[0, 1],
+                &[0, 1, 2],
             ),
             renew: (
                 include_str!("../../queries/postgres/inbox_renew.sql"),
@@ -121,11 +121,11 @@ impl Sealed for Postgres {
             stats: (include_str!("../../queries/postgres/inbox_stats.sql"), &[]),
             list: (
                 include_str!("../../queries/postgres/inbox_list.sql"),
-                &[0, 1, 2, 3, 4],
+                &[0, 1, 2, 3, 4, 5],
             ),
             count: (
                 include_str!("../../queries/postgres/inbox_count.sql"),
-                &[0, 1, 2, 3],
+                &[0, 1, 2, 3, 5],
             ),
             show: (include_str!("../../queries/postgres/inbox_show.sql"), &[0]),
             replay: (
@@ -155,7 +155,7 @@ impl Sealed for Postgres {
             upgrade_table(store).await?;
         }
         if !indexed {
-            build_unfinished_index(store).await?;
+            build_inbox_indexes(store).await?;
         }
         Ok(())
     }
@@ -271,6 +271,8 @@ where
         .bind(table.sequence_name())
         .bind(table.as_str())
         .bind(table.unfinished_index_name())
+        .bind(table.fresh_index_name())
+        .bind(table.ordering_index_name())
         .fetch_one(executor)
         .await
 }
@@ -338,9 +340,10 @@ async fn try_upgrade_table(store: &SqlStore<Postgres>) -> Result<(), Error> {
     Ok(())
 }
 
-/// The part of the migration script that runs outside a transaction: the unfinished events'
-/// index, built concurrently (receipts and claims go on meanwhile), by one replica at a time.
-async fn build_unfinished_index(store: &SqlStore<Postgres>) -> Result<(), Error> {
+/// The part of the migration script that runs outside a transaction: inbox mode's indexes,
+/// each built concurrently (receipts and claims go on meanwhile) in a statement of its own, by
+/// one replica at a time.
+async fn build_inbox_indexes(store: &SqlStore<Postgres>) -> Result<(), Error> {
     let table = store.table();
     let mut connection = store.pool().acquire().await?;
     let deadline = tokio::time::Instant::now() + MIGRATION_LOCK_TIMEOUT;
@@ -359,27 +362,36 @@ async fn build_unfinished_index(store: &SqlStore<Postgres>) -> Result<(), Error>
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    let script = store.schema();
+    let (_, concurrently) = script
+        .split_once(OUTSIDE_A_TRANSACTION)
+        .expect("the script's part outside a transaction");
+    // The part's first line ends the marker's comment; then one statement per index, in the
+    // order of `indexes`.
+    let concurrently = concurrently.split_once('\n').map_or("", |(_, rest)| rest);
+    let creates = statements(concurrently);
+    let indexes = [
+        table.unfinished_index_name(),
+        table.fresh_index_name(),
+        table.ordering_index_name(),
+    ];
     let built = async {
-        let unfinished = table.unfinished_index_name();
-        let state: String = sqlx::query_scalar(AssertSqlSafe(statement(INDEX_STATE)))
-            .bind(&unfinished)
-            .fetch_one(&mut *connection)
-            .await?;
-        if state == "invalid" {
-            // Under the lock nobody else builds it: an invalid index is a build that failed.
-            let drop = table.schema(&statement(DROP_INVALID_INDEX));
-            connection.execute(AssertSqlSafe(drop)).await?;
-        }
-        if state != "valid" {
-            let script = store.schema();
-            let (_, concurrently) = script
-                .split_once(OUTSIDE_A_TRANSACTION)
-                .expect("the script's part outside a transaction");
-            // The part's first line ends the marker's comment.
-            let concurrently = concurrently.split_once('\n').map_or("", |(_, rest)| rest);
-            connection
-                .execute(sqlx::raw_sql(AssertSqlSafe(concurrently.to_owned())))
+        for (index, create) in indexes.iter().zip(&creates) {
+            let state: String = sqlx::query_scalar(AssertSqlSafe(statement(INDEX_STATE)))
+                .bind(index)
+                .fetch_one(&mut *connection)
                 .await?;
+            if state == "invalid" {
+                // Under the lock nobody else builds it: an invalid index is a build that
+                // failed.
+                let drop = statement(DROP_INVALID_INDEX).replace("{index}", index);
+                connection.execute(AssertSqlSafe(drop)).await?;
+            }
+            if state != "valid" {
+                connection
+                    .execute(AssertSqlSafe(create.clone()))
+                    .await?;
+            }
         }
         Ok::<_, sqlx::Error>(())
     }
