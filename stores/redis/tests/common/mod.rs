@@ -312,8 +312,7 @@ pub fn info_replication(server: &RedisServer) -> String {
 /// both sides: the replica's link is up, and its primary has its acknowledgement. After a
 /// diskless sync the primary streams writes to the replica only once its first `REPLCONF ACK`
 /// has come (sent once a second), and until then a `WAIT` counts no replica, although `INFO`
-/// already calls it online; so this sends a write that leaves no key (a `PUBLISH`, which
-/// replicas receive too) and `WAIT`s for it.
+/// already calls it online; so this writes a short-lived key on the primary and `WAIT`s for it.
 pub async fn wait_for_link(replica: &RedisServer) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -336,19 +335,37 @@ pub async fn wait_for_link(replica: &RedisServer) {
 }
 
 /// Whether a replica of the server (or proxy) on `port` acknowledges a write within 200 ms.
+///
+/// The write is a key that expires in a second. It must be a write that the replication stream
+/// carries: a `PUBLISH` is not one on a cluster (it travels over the cluster bus), and a `WAIT`
+/// after it counted every replica at once, even one that had not acknowledged anything yet. A
+/// cluster node refuses (`MOVED`) the keys of other nodes' slots, so this tries names until one
+/// is its own.
 fn acknowledges(port: &str) -> bool {
-    let acknowledged = redis::Client::open(format!("redis://127.0.0.1:{port}"))
+    let Ok(mut connection) = redis::Client::open(format!("redis://127.0.0.1:{port}"))
         .and_then(|client| client.get_connection_with_timeout(Duration::from_millis(500)))
-        .and_then(|mut connection| {
-            connection.set_read_timeout(Some(Duration::from_secs(5)))?;
-            redis::cmd("PUBLISH")
-                .arg("sangho-test:link")
-                .arg("")
-                .query::<i64>(&mut connection)?;
-            redis::cmd("WAIT")
-                .arg(1)
-                .arg(200)
-                .query::<i64>(&mut connection)
-        });
-    acknowledged.is_ok_and(|replicas| replicas >= 1)
+    else {
+        return false;
+    };
+    if connection
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .is_err()
+    {
+        return false;
+    }
+    let written = (0..64).any(|n| {
+        redis::cmd("SET")
+            .arg(format!("sangho-test:link:{n}"))
+            .arg("")
+            .arg("PX")
+            .arg(1000)
+            .query::<()>(&mut connection)
+            .is_ok()
+    });
+    written
+        && redis::cmd("WAIT")
+            .arg(1)
+            .arg(200)
+            .query::<i64>(&mut connection)
+            .is_ok_and(|replicas| replicas >= 1)
 }
