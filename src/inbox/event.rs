@@ -420,6 +420,53 @@ impl InboxStats {
     }
 }
 
+/// The numbers an operator alerts on, as [`gauges`](super::Inbox::gauges) reads them from the
+/// inbox's indexes: the unfinished and dead events, and how long the oldest waiting event has
+/// waited (completed events, which an inbox may hold by the million, are left out).
+///
+/// ```
+/// use sangho_webhook::inbox::{InboxGauges, InboxStats};
+///
+/// let stats = InboxStats::new(3, 1, 1_000_000, 2, None);
+/// let gauges = InboxGauges::from(stats);
+/// assert_eq!((gauges.received, gauges.in_flight, gauges.dead), (3, 1, 2));
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct InboxGauges {
+    /// Waiting: due now or at their next attempt.
+    pub received: u64,
+    /// Held by a worker.
+    pub in_flight: u64,
+    /// Dead.
+    pub dead: u64,
+    /// How long ago the oldest event that is due now (waiting, not in flight) was received.
+    pub oldest_waiting: Option<Duration>,
+}
+
+impl InboxGauges {
+    /// Gauges, as a store builds them.
+    pub fn new(received: u64, in_flight: u64, dead: u64, oldest_waiting: Option<Duration>) -> Self {
+        Self {
+            received,
+            in_flight,
+            dead,
+            oldest_waiting,
+        }
+    }
+}
+
+impl From<InboxStats> for InboxGauges {
+    fn from(stats: InboxStats) -> Self {
+        Self::new(
+            stats.received,
+            stats.in_flight,
+            stats.dead,
+            stats.oldest_waiting,
+        )
+    }
+}
+
 /// `time` as RFC 3339 in UTC with milliseconds (`2026-12-02T05:00:00.123Z`), as the stores
 /// write the times of an event's history.
 ///

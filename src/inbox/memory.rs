@@ -148,6 +148,24 @@ impl Row {
     }
 }
 
+/// The stats of `rows` at `now`.
+fn stats_of<'a>(rows: impl Iterator<Item = &'a Row> + Clone, now: SystemTime) -> InboxStats {
+    let mut stats = InboxStats::default();
+    for row in rows.clone().filter(|row| row.is_live(now)) {
+        match row.state {
+            EventState::Received => stats.received += 1,
+            EventState::InFlight => stats.in_flight += 1,
+            EventState::Completed => stats.completed += 1,
+            EventState::Dead => stats.dead += 1,
+        }
+    }
+    stats.oldest_waiting = rows
+        .filter(|row| row.state == EventState::Received && row.due_at <= now)
+        .map(|row| now.duration_since(row.received_at).unwrap_or_default())
+        .max();
+    stats
+}
+
 #[async_trait]
 impl Inbox for MemoryInbox {
     async fn receive(&self, event: &ReceivedEvent<'_>) -> Result<Receipt, StoreError> {
@@ -201,10 +219,7 @@ impl Inbox for MemoryInbox {
             .filter(|(_, row)| row.is_due(now))
             .filter(|(_, row)| {
                 row.ordering_key.is_none()
-                    || !rows
-                        .by_id
-                        .values()
-                        .any(|other| other.holds_back(row, now))
+                    || !rows.by_id.values().any(|other| other.holds_back(row, now))
             })
             .min_by_key(|(_, row)| row.take_rank(order))
             .map(|(event_id, _)| event_id.clone())
@@ -222,16 +237,16 @@ impl Inbox for MemoryInbox {
         row.attempts += 1;
         Ok(Some(
             TakenEvent::new(
-            event_id,
-            row.event_type.clone(),
-            row.body.clone(),
-            row.headers.clone(),
-            row.path.clone(),
-            row.received_at,
-            row.replayed_at.unwrap_or(row.received_at),
-            row.attempts,
-            *token,
-        )
+                event_id,
+                row.event_type.clone(),
+                row.body.clone(),
+                row.headers.clone(),
+                row.path.clone(),
+                row.received_at,
+                row.replayed_at.unwrap_or(row.received_at),
+                row.attempts,
+                *token,
+            )
             .with_ordering_key(row.ordering_key.clone()),
         ))
     }
@@ -327,23 +342,27 @@ impl Inbox for MemoryInbox {
 
     async fn stats(&self) -> Result<InboxStats, StoreError> {
         let now = SystemTime::now();
+        Ok(stats_of(self.rows().by_id.values(), now))
+    }
+
+    async fn stats_by_type(&self) -> Result<Vec<(String, InboxStats)>, StoreError> {
+        let now = SystemTime::now();
         let rows = self.rows();
-        let mut stats = InboxStats::default();
-        for row in rows.by_id.values().filter(|row| row.is_live(now)) {
-            match row.state {
-                EventState::Received => stats.received += 1,
-                EventState::InFlight => stats.in_flight += 1,
-                EventState::Completed => stats.completed += 1,
-                EventState::Dead => stats.dead += 1,
-            }
-        }
-        stats.oldest_waiting = rows
+        let mut types: Vec<&str> = rows
             .by_id
             .values()
-            .filter(|row| row.state == EventState::Received && row.due_at <= now)
-            .map(|row| now.duration_since(row.received_at).unwrap_or_default())
-            .max();
-        Ok(stats)
+            .filter(|row| row.is_live(now))
+            .map(|row| row.event_type.as_str())
+            .collect();
+        types.sort_unstable();
+        types.dedup();
+        Ok(types
+            .into_iter()
+            .map(|kind| {
+                let of_type = rows.by_id.values().filter(|row| row.event_type == kind);
+                (kind.to_owned(), stats_of(of_type, now))
+            })
+            .collect())
     }
 
     async fn list(&self, filter: &Filter) -> Result<Vec<EventSummary>, StoreError> {

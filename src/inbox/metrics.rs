@@ -1,5 +1,5 @@
 //! The numbers an operator alerts on: what a worker did ([`WorkerMetrics`]), and the inbox's
-//! events per state, read at most every few seconds ([`CachedStats`]).
+//! unfinished and dead events, read at most every few seconds ([`CachedGauges`]).
 //!
 //! Once the receiver answers 2xx the provider's dashboard no longer shows a failing handler:
 //! these numbers do. Alert on the age of the oldest waiting event (no worker runs, or workers
@@ -20,7 +20,7 @@ use std::{
 
 use tokio::time::Instant;
 
-use super::{Inbox, InboxStats};
+use super::{Inbox, InboxGauges};
 use crate::store::StoreError;
 
 /// How an attempt at an event ended, as [`WorkerMetrics::attempts`] counts it.
@@ -131,28 +131,28 @@ impl WorkerMetrics {
     }
 }
 
-/// An inbox's [`stats`](Inbox::stats), read from the store at most once per `max_age`: what a
-/// metrics endpoint and a health check scrape, however often they are scraped.
+/// An inbox's [`gauges`](Inbox::gauges), read from the store at most once per `max_age`: what
+/// a metrics endpoint and a health check scrape, however often they are scraped.
 ///
 /// ```
-/// use sangho_webhook::inbox::{CachedStats, MemoryInbox};
+/// use sangho_webhook::inbox::{CachedGauges, MemoryInbox};
 /// use std::{sync::Arc, time::Duration};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
-/// let stats = CachedStats::new(Arc::new(MemoryInbox::new()), Duration::from_secs(5));
-/// assert_eq!(stats.get().await.unwrap().received, 0);
+/// let gauges = CachedGauges::new(Arc::new(MemoryInbox::new()), Duration::from_secs(5));
+/// assert_eq!(gauges.get().await.unwrap().received, 0);
 /// # }
 /// ```
 #[derive(Clone)]
-pub struct CachedStats {
+pub struct CachedGauges {
     inbox: Arc<dyn Inbox>,
     max_age: Duration,
-    last: Arc<tokio::sync::Mutex<Option<(Instant, InboxStats)>>>,
+    last: Arc<tokio::sync::Mutex<Option<(Instant, InboxGauges)>>>,
 }
 
-impl CachedStats {
-    /// The stats of `inbox`, read again once they are older than `max_age`.
+impl CachedGauges {
+    /// The gauges of `inbox`, read again once they are older than `max_age`.
     pub fn new(inbox: Arc<dyn Inbox>, max_age: Duration) -> Self {
         Self {
             inbox,
@@ -161,27 +161,27 @@ impl CachedStats {
         }
     }
 
-    /// The stats, at most `max_age` old. Concurrent callers share one read.
+    /// The gauges, at most `max_age` old. Concurrent callers share one read.
     ///
     /// # Errors
     ///
-    /// The store's error, when the stats are stale and the store failed to answer.
-    pub async fn get(&self) -> Result<InboxStats, StoreError> {
+    /// The store's error, when the gauges are stale and the store failed to answer.
+    pub async fn get(&self) -> Result<InboxGauges, StoreError> {
         let mut last = self.last.lock().await;
-        if let Some((read_at, stats)) = *last
+        if let Some((read_at, gauges)) = *last
             && read_at.elapsed() < self.max_age
         {
-            return Ok(stats);
+            return Ok(gauges);
         }
-        let stats = self.inbox.stats().await?;
-        *last = Some((Instant::now(), stats));
-        Ok(stats)
+        let gauges = self.inbox.gauges().await?;
+        *last = Some((Instant::now(), gauges));
+        Ok(gauges)
     }
 }
 
-impl std::fmt::Debug for CachedStats {
+impl std::fmt::Debug for CachedGauges {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CachedStats")
+        f.debug_struct("CachedGauges")
             .field("max_age", &self.max_age)
             .finish_non_exhaustive()
     }

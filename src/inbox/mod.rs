@@ -99,13 +99,13 @@ mod worker;
 
 pub use answer::{Discarded, FailedAttempt, Failure, NextAttempt, Receipt, Replay, Replayed};
 pub use event::{
-    EventRecord, EventState, EventSummary, Filter, InboxStats, ReceivedEvent, TakenEvent,
-    UnknownState, rfc3339,
+    EventRecord, EventState, EventSummary, Filter, InboxGauges, InboxStats, ReceivedEvent,
+    TakenEvent, UnknownState, rfc3339,
 };
 #[cfg(feature = "test-util")]
 #[cfg_attr(docsrs, doc(cfg(feature = "test-util")))]
 pub use memory::MemoryInbox;
-pub use metrics::{AttemptOutcome, CachedStats, WorkerMetrics};
+pub use metrics::{AttemptOutcome, CachedGauges, WorkerMetrics};
 pub use ordering::{MAX_ORDERING_KEY_LEN, TakeOrder, object_id, stored_ordering_key};
 pub use receiver::{InboxReceiver, InboxReceiverBuilder, ReceiptFuture, STORED_HEADERS};
 pub use retry::RetryPolicy;
@@ -200,6 +200,17 @@ pub trait Inbox: Send + Sync + 'static {
     /// Events per state, and the age of the oldest waiting event.
     async fn stats(&self) -> Result<InboxStats, StoreError>;
 
+    /// The numbers an operator alerts on, read from indexes only (a metrics scrape): the
+    /// waiting, in-flight and dead events and the age of the oldest waiting one. By default
+    /// from [`stats`](Self::stats); the SQL stores read their partial indexes instead of
+    /// counting completed events.
+    async fn gauges(&self) -> Result<InboxGauges, StoreError> {
+        Ok(self.stats().await?.into())
+    }
+
+    /// [`stats`](Self::stats) for each event type the inbox holds, types in name order.
+    async fn stats_by_type(&self) -> Result<Vec<(String, InboxStats)>, StoreError>;
+
     /// The events the filter selects in the order of receipt (a replayed event in the place of
     /// its replay), at most its limit.
     async fn list(&self, filter: &Filter) -> Result<Vec<EventSummary>, StoreError>;
@@ -269,6 +280,12 @@ macro_rules! forward_inbox {
             }
             async fn stats(&self) -> Result<InboxStats, StoreError> {
                 (**self).stats().await
+            }
+            async fn gauges(&self) -> Result<InboxGauges, StoreError> {
+                (**self).gauges().await
+            }
+            async fn stats_by_type(&self) -> Result<Vec<(String, InboxStats)>, StoreError> {
+                (**self).stats_by_type().await
             }
             async fn list(&self, filter: &Filter) -> Result<Vec<EventSummary>, StoreError> {
                 (**self).list(filter).await

@@ -18,8 +18,8 @@ use tower_service::Service;
 use tracing::Instrument;
 
 use super::{
-    AttemptOutcome, FailedAttempt, Failure, Inbox, NextAttempt, RetryPolicy, TakeOrder,
-    TakenEvent, WorkerMetrics,
+    AttemptOutcome, FailedAttempt, Failure, Inbox, NextAttempt, RetryPolicy, TakeOrder, TakenEvent,
+    WorkerMetrics,
 };
 use crate::{
     ConfigError, DeliveryClaim, SanghoEvent, WebhookBody,
@@ -630,20 +630,20 @@ where
 
     fn failure_recorded(self: &Arc<Self>, taken: &TakenEvent, error: &str, next: NextAttempt) {
         match next {
-                NextAttempt::After(delay) => {
-                    self.wake_after(delay);
-                    tracing::warn!(error, retry_in = ?delay, "attempt failed; the event is due again later");
-                }
-                NextAttempt::Dead => {
-                    self.metrics.dead();
-                    tracing::error!(
-                        event_id = %taken.event_id,
-                        event_type = %taken.event_type,
-                        attempts = taken.attempt,
-                        last_error = error,
-                        "the event is dead: no more attempts until an operator replays it"
-                    )
-                }
+            NextAttempt::After(delay) => {
+                self.wake_after(delay);
+                tracing::warn!(error, retry_in = ?delay, "attempt failed; the event is due again later");
+            }
+            NextAttempt::Dead => {
+                self.metrics.dead();
+                tracing::error!(
+                    event_id = %taken.event_id,
+                    event_type = %taken.event_type,
+                    attempts = taken.attempt,
+                    last_error = error,
+                    "the event is dead: no more attempts until an operator replays it"
+                )
+            }
         }
     }
 

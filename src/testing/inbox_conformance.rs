@@ -552,6 +552,47 @@ pub async fn stats_count_each_state(inbox: Arc<dyn Inbox>) {
         oldest < Duration::from_secs(1),
         "{oldest:?}: {waiting} waits, received just now"
     );
+    let gauges = inbox.gauges().await.expect("gauges");
+    assert_eq!(
+        (gauges.received, gauges.in_flight, gauges.dead),
+        (1, 1, 1),
+        "{gauges:?}"
+    );
+    let oldest = gauges.oldest_waiting.expect("one event waits");
+    assert!(oldest < Duration::from_secs(1), "{oldest:?}");
+}
+
+/// `stats_by_type` counts each state per event type, types in name order.
+pub async fn stats_by_type_count_each_state_per_type(inbox: Arc<dyn Inbox>) {
+    assert_eq!(inbox.stats_by_type().await.expect("stats by type"), []);
+    let (body, headers) = (body_of("x"), headers());
+    let mut ids = Vec::new();
+    for kind in ["invoice.paid", "charge.failed", "invoice.paid"] {
+        let id = unique_event_id("bytype");
+        let event = ReceivedEvent::new(&id, kind, &body, &headers, PATH);
+        assert_eq!(
+            inbox.receive(&event).await.expect("receive"),
+            Receipt::Stored
+        );
+        ids.push(id);
+    }
+    let held = take_event(&*inbox, &ids[0], LONG).await;
+    fail(&*inbox, &held.claimant(), "status 500", NextAttempt::Dead).await;
+    let by_type = inbox.stats_by_type().await.expect("stats by type");
+    let counts: Vec<(&str, [u64; 4])> = by_type
+        .iter()
+        .map(|(kind, stats)| {
+            let counts = [stats.received, stats.in_flight, stats.completed, stats.dead];
+            (kind.as_str(), counts)
+        })
+        .collect();
+    assert_eq!(
+        counts,
+        [
+            ("charge.failed", [1, 0, 0, 0]),
+            ("invoice.paid", [1, 0, 0, 1])
+        ]
+    );
 }
 
 /// `list` selects by state, type and receipt time, in receipt order, up to its limit; `count`
@@ -788,7 +829,10 @@ pub async fn concurrent_takes_never_hold_two_events_of_one_key(inbox: Arc<dyn In
                 if done == 24 {
                     return;
                 }
-                assert!(tokio::time::Instant::now() < deadline, "24 events within 60 s");
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "24 events within 60 s"
+                );
                 let Some(event) = take(&*inbox, LONG).await else {
                     tokio::time::sleep(Duration::from_millis(5)).await;
                     continue;
@@ -811,7 +855,11 @@ pub async fn concurrent_takes_never_hold_two_events_of_one_key(inbox: Arc<dyn In
         });
     }
     workers.join_all().await;
-    assert_eq!(*taken.lock().unwrap(), order, "each key's events in the order of receipt");
+    assert_eq!(
+        *taken.lock().unwrap(),
+        order,
+        "each key's events in the order of receipt"
+    );
 }
 
 /// New events are taken before due retries ([`TakeOrder::FreshFirst`]), and in the order of
@@ -965,6 +1013,7 @@ macro_rules! __inbox_conformance_tests {
             abandon_makes_the_event_due_at_once_without_counting,
             discard_deletes_all_but_in_flight,
             stats_count_each_state,
+            stats_by_type_count_each_state_per_type,
             list_and_count_select_by_state_type_and_time,
             the_purge_deletes_only_completed_events_past_their_retention,
             a_body_at_the_limit_is_stored_byte_for_byte,

@@ -64,7 +64,11 @@ async fn a_duplicate_is_answered_200_in_every_state() {
     duplicate(service.clone(), id.clone()).await; // received
     let token = sangho_webhook::store::ClaimToken::generate();
     let taken = inbox
-        .take(&token, std::time::Duration::from_secs(60), Default::default())
+        .take(
+            &token,
+            std::time::Duration::from_secs(60),
+            Default::default(),
+        )
         .await
         .unwrap()
         .unwrap();
@@ -75,7 +79,11 @@ async fn a_duplicate_is_answered_200_in_every_state() {
     duplicate(service.clone(), id.clone()).await; // dead
     inbox.replay(&id, &Default::default()).await.unwrap();
     let taken = inbox
-        .take(&token, std::time::Duration::from_secs(60), Default::default())
+        .take(
+            &token,
+            std::time::Duration::from_secs(60),
+            Default::default(),
+        )
         .await
         .unwrap()
         .unwrap();

@@ -234,6 +234,10 @@ impl Inbox for FaultyInbox {
     fn receipts_are_durable(&self) -> bool {
         !self.asynchronous
     }
+    async fn stats_by_type(&self) -> Result<Vec<(String, InboxStats)>, StoreError> {
+        self.check()?;
+        self.inner.stats_by_type().await
+    }
     async fn stats(&self) -> Result<InboxStats, StoreError> {
         self.check()?;
         self.inner.stats().await

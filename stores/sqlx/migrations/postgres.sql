@@ -115,8 +115,9 @@ CREATE INDEX IF NOT EXISTS idx_webhook_expires_at
 
 -- Outside a transaction (CONCURRENTLY: the indexes are built without blocking receipts and
 -- claims), one statement at a time. Inbox mode's take reads the unfinished events in the order
--- of receipt; the events waiting for their first attempt, which it takes first; and the
--- unfinished events of an ordering key, which hold back the key's later ones.
+-- of receipt; the events waiting for their first attempt, which it takes first; the
+-- unfinished events of an ordering key, which hold back the key's later ones; and the dead
+-- events, which the operators' gauges count.
 CREATE INDEX CONCURRENTLY IF NOT EXISTS idx_webhook_unfinished
     ON processed_webhook_events (sequence) WHERE state IN ('received', 'in_flight');
 CREATE INDEX CONCURRENTLY IF NOT EXISTS idx_webhook_fresh
@@ -124,3 +125,5 @@ CREATE INDEX CONCURRENTLY IF NOT EXISTS idx_webhook_fresh
 CREATE INDEX CONCURRENTLY IF NOT EXISTS idx_webhook_ordering
     ON processed_webhook_events (ordering_key, sequence)
     WHERE state IN ('received', 'in_flight') AND ordering_key IS NOT NULL;
+CREATE INDEX CONCURRENTLY IF NOT EXISTS idx_webhook_dead
+    ON processed_webhook_events (sequence) WHERE state = 'dead';

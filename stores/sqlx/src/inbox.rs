@@ -8,7 +8,7 @@ use bytes::Bytes;
 use sangho_webhook::{
     inbox::{
         Discarded, EventRecord, EventState, EventSummary, FailedAttempt, Failure, Filter, Inbox,
-        InboxStats, NextAttempt, Receipt, ReceivedEvent, Replay, Replayed, TakeOrder,
+        InboxGauges, InboxStats, NextAttempt, Receipt, ReceivedEvent, Replay, Replayed, TakeOrder,
         TakenEvent,
     },
     store::{ClaimToken, Claimant, Completion, Release, Renewal, StoreError},
@@ -16,7 +16,7 @@ use sangho_webhook::{
 
 use crate::{
     SqlStore,
-    dialect::{Bind, Dialect, Driver, RecordRow, SummaryRow, micros},
+    dialect::{Bind, Dialect, Driver, RecordRow, StatsRow, SummaryRow, micros},
     queries::{InboxQueries, Query},
 };
 
@@ -38,6 +38,26 @@ fn time(millis: i64) -> SystemTime {
 
 fn count(value: i64) -> u32 {
     u32::try_from(value).unwrap_or(u32::MAX)
+}
+
+/// A count as the statements answer it.
+fn total(value: i64) -> u64 {
+    u64::try_from(value).unwrap_or(0)
+}
+
+/// An age in milliseconds as the statements answer it.
+fn age(millis: i64) -> Duration {
+    Duration::from_millis(u64::try_from(millis).unwrap_or(0))
+}
+
+fn stats_of((received, in_flight, completed, dead, oldest): StatsRow) -> InboxStats {
+    InboxStats::new(
+        total(received),
+        total(in_flight),
+        total(completed),
+        total(dead),
+        oldest.map(age),
+    )
 }
 
 fn corrupt(what: &str) -> StoreError {
@@ -93,8 +113,21 @@ fn summary_of(row: &SummaryRow) -> Result<EventSummary, StoreError> {
 }
 
 fn record_of(row: RecordRow) -> Result<EventRecord, StoreError> {
-    let (id, kind, state, received, attempts, error, key, due, replays, headers, path, body, history) =
-        row;
+    let (
+        id,
+        kind,
+        state,
+        received,
+        attempts,
+        error,
+        key,
+        due,
+        replays,
+        headers,
+        path,
+        body,
+        history,
+    ) = row;
     let summary = summary_of(&(id, kind, state, received, attempts, error, key))?;
     Ok(EventRecord::new(
         summary,
@@ -209,16 +242,16 @@ impl<D: Dialect> Inbox for SqlStore<D> {
         };
         Ok(Some(
             TakenEvent::new(
-            event_id,
-            event_type,
-            Bytes::from(body),
-            headers_of(headers.as_deref())?,
-            path.unwrap_or_else(|| "/".to_owned()),
-            time(received),
-            time(budget),
-            count(attempt),
-            *token,
-        )
+                event_id,
+                event_type,
+                Bytes::from(body),
+                headers_of(headers.as_deref())?,
+                path.unwrap_or_else(|| "/".to_owned()),
+                time(received),
+                time(budget),
+                count(attempt),
+                *token,
+            )
             .with_ordering_key(key),
         ))
     }
@@ -306,18 +339,40 @@ impl<D: Dialect> Inbox for SqlStore<D> {
 
     async fn stats(&self) -> Result<InboxStats, StoreError> {
         let query = &self.inbox()?.stats;
-        let (received, in_flight, completed, dead, oldest) =
-            D::Database::fetch_stats(self.pool(), &query.sql)
+        let row = D::Database::fetch_stats(self.pool(), &query.sql)
+            .await
+            .map_err(|error| self.store_error(error))?;
+        Ok(stats_of(row))
+    }
+
+    async fn gauges(&self) -> Result<InboxGauges, StoreError> {
+        let query = &self.inbox()?.gauges;
+        let (received, in_flight, dead, oldest) =
+            D::Database::fetch_gauges(self.pool(), &query.sql)
                 .await
                 .map_err(|error| self.store_error(error))?;
-        let count = |value: i64| u64::try_from(value).unwrap_or(0);
-        Ok(InboxStats::new(
-            count(received),
-            count(in_flight),
-            count(completed),
-            count(dead),
-            oldest.map(|ms| Duration::from_millis(u64::try_from(ms).unwrap_or(0))),
+        Ok(InboxGauges::new(
+            total(received),
+            total(in_flight),
+            total(dead),
+            oldest.map(age),
         ))
+    }
+
+    async fn stats_by_type(&self) -> Result<Vec<(String, InboxStats)>, StoreError> {
+        let query = &self.inbox()?.stats_by_type;
+        let rows = D::Database::fetch_type_stats(self.pool(), &query.sql)
+            .await
+            .map_err(|error| self.store_error(error))?;
+        Ok(rows
+            .into_iter()
+            .map(|(kind, received, in_flight, completed, dead, oldest)| {
+                (
+                    kind,
+                    stats_of((received, in_flight, completed, dead, oldest)),
+                )
+            })
+            .collect())
     }
 
     async fn list(&self, filter: &Filter) -> Result<Vec<EventSummary>, StoreError> {

@@ -87,6 +87,13 @@ impl TableName {
         self.index("fresh")
     }
 
+    /// The name of inbox mode's index of dead events: `idx_webhook_dead` for the default
+    /// table, `<table>_dead_idx` for any other.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
+    pub(crate) fn dead_index_name(&self) -> String {
+        self.index("dead")
+    }
+
     #[cfg_attr(not(feature = "mariadb"), allow(dead_code))]
     pub(crate) fn lease_index_name(&self) -> String {
         self.index("leases")

@@ -127,6 +127,11 @@ impl Sealed for MariaDb {
             ),
             state: (include_str!("../../queries/mariadb/inbox_state.sql"), &[0]),
             stats: (include_str!("../../queries/mariadb/inbox_stats.sql"), &[]),
+            gauges: (include_str!("../../queries/mariadb/inbox_gauges.sql"), &[]),
+            stats_by_type: (
+                include_str!("../../queries/mariadb/inbox_stats_by_type.sql"),
+                &[],
+            ),
             list: (
                 include_str!("../../queries/mariadb/inbox_list.sql"),
                 &[0, 0, 1, 1, 2, 2, 3, 3, 4],

@@ -22,7 +22,7 @@ pub use postgres::Postgres;
     allow(unused_imports)
 )]
 pub(crate) use sealed::InboxTemplates;
-pub(crate) use sealed::{Bind, Driver, RecordRow, Sealed, SummaryRow, TakenRow};
+pub(crate) use sealed::{Bind, Driver, RecordRow, Sealed, StatsRow, SummaryRow, TakenRow};
 #[cfg(feature = "sqlite")]
 pub use sqlite::Sqlite;
 use sqlx::{
@@ -231,6 +231,8 @@ mod sealed {
         pub(crate) abandon: Template,
         pub(crate) state: Template,
         pub(crate) stats: Template,
+        pub(crate) gauges: Template,
+        pub(crate) stats_by_type: Template,
         pub(crate) list: Template,
         pub(crate) count: Template,
         pub(crate) show: Template,
@@ -298,6 +300,18 @@ mod sealed {
             sql: &'a Arc<str>,
         ) -> impl Future<Output = Result<StatsRow, sqlx::Error>> + Send + 'a;
 
+        /// Runs inbox mode's `gauges`: its one row.
+        fn fetch_gauges<'a>(
+            pool: &'a Pool<Self>,
+            sql: &'a Arc<str>,
+        ) -> impl Future<Output = Result<GaugesRow, sqlx::Error>> + Send + 'a;
+
+        /// Runs inbox mode's `stats_by_type`: its rows.
+        fn fetch_type_stats<'a>(
+            pool: &'a Pool<Self>,
+            sql: &'a Arc<str>,
+        ) -> impl Future<Output = Result<Vec<TypeStatsRow>, sqlx::Error>> + Send + 'a;
+
         /// Runs a statement that answers one integer (a count).
         fn fetch_int<'a>(
             pool: &'a Pool<Self>,
@@ -352,6 +366,12 @@ mod sealed {
 
     /// The stats: received, in flight, completed, dead, the oldest waiting event's age (ms).
     pub(crate) type StatsRow = (i64, i64, i64, i64, Option<i64>);
+
+    /// The gauges: received, in flight, dead, the oldest waiting event's age (ms).
+    pub(crate) type GaugesRow = (i64, i64, i64, Option<i64>);
+
+    /// One type's stats: the type, then a [`StatsRow`]'s columns.
+    pub(crate) type TypeStatsRow = (String, i64, i64, i64, i64, Option<i64>);
 }
 
 /// `duration` in whole microseconds, the one duration encoding of every statement (each
@@ -377,6 +397,8 @@ where
     for<'r> SummaryRow: FromRow<'r, DB::Row>,
     for<'r> RecordRow: FromRow<'r, DB::Row>,
     for<'r> sealed::StatsRow: FromRow<'r, DB::Row>,
+    for<'r> sealed::GaugesRow: FromRow<'r, DB::Row>,
+    for<'r> sealed::TypeStatsRow: FromRow<'r, DB::Row>,
 {
     fn fetch_text<'a>(
         pool: &'a Pool<Self>,
@@ -429,6 +451,22 @@ where
     ) -> impl Future<Output = Result<sealed::StatsRow, sqlx::Error>> + Send + 'a {
         let query = row_query::<DB, sealed::StatsRow>(sql, &[]);
         async move { query.fetch_one(pool).await }
+    }
+
+    fn fetch_gauges<'a>(
+        pool: &'a Pool<Self>,
+        sql: &'a Arc<str>,
+    ) -> impl Future<Output = Result<sealed::GaugesRow, sqlx::Error>> + Send + 'a {
+        let query = row_query::<DB, sealed::GaugesRow>(sql, &[]);
+        async move { query.fetch_one(pool).await }
+    }
+
+    fn fetch_type_stats<'a>(
+        pool: &'a Pool<Self>,
+        sql: &'a Arc<str>,
+    ) -> impl Future<Output = Result<Vec<sealed::TypeStatsRow>, sqlx::Error>> + Send + 'a {
+        let query = row_query::<DB, sealed::TypeStatsRow>(sql, &[]);
+        async move { query.fetch_all(pool).await }
     }
 
     fn fetch_int<'a>(

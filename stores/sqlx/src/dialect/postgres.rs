@@ -18,7 +18,11 @@ use sqlx::{
 use super::{
     Dialect, InboxTemplates, Sealed, has_store_columns, micros, refuse_unusable, sealed::Templates,
 };
-use crate::{Error, SqlStore, TableName, queries::{statement, statements}, store::Notifier};
+use crate::{
+    Error, SqlStore, TableName,
+    queries::{statement, statements},
+    store::Notifier,
+};
 
 /// The PostgreSQL dialect (feature `postgres`): [`PostgresStore`](crate::PostgresStore).
 #[derive(Debug, Clone, Copy)]
@@ -119,6 +123,11 @@ impl Sealed for Postgres {
             ),
             state: (include_str!("../../queries/postgres/inbox_state.sql"), &[0]),
             stats: (include_str!("../../queries/postgres/inbox_stats.sql"), &[]),
+            gauges: (include_str!("../../queries/postgres/inbox_gauges.sql"), &[]),
+            stats_by_type: (
+                include_str!("../../queries/postgres/inbox_stats_by_type.sql"),
+                &[],
+            ),
             list: (
                 include_str!("../../queries/postgres/inbox_list.sql"),
                 &[0, 1, 2, 3, 4, 5],
@@ -273,6 +282,7 @@ where
         .bind(table.unfinished_index_name())
         .bind(table.fresh_index_name())
         .bind(table.ordering_index_name())
+        .bind(table.dead_index_name())
         .fetch_one(executor)
         .await
 }
@@ -374,6 +384,7 @@ async fn build_inbox_indexes(store: &SqlStore<Postgres>) -> Result<(), Error> {
         table.unfinished_index_name(),
         table.fresh_index_name(),
         table.ordering_index_name(),
+        table.dead_index_name(),
     ];
     let built = async {
         for (index, create) in indexes.iter().zip(&creates) {
@@ -388,9 +399,7 @@ async fn build_inbox_indexes(store: &SqlStore<Postgres>) -> Result<(), Error> {
                 connection.execute(AssertSqlSafe(drop)).await?;
             }
             if state != "valid" {
-                connection
-                    .execute(AssertSqlSafe(create.clone()))
-                    .await?;
+                connection.execute(AssertSqlSafe(create.clone())).await?;
             }
         }
         Ok::<_, sqlx::Error>(())

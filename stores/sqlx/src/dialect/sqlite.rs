@@ -87,6 +87,11 @@ impl Sealed for Sqlite {
             ),
             state: (include_str!("../../queries/sqlite/inbox_state.sql"), &[0]),
             stats: (include_str!("../../queries/sqlite/inbox_stats.sql"), &[]),
+            gauges: (include_str!("../../queries/sqlite/inbox_gauges.sql"), &[]),
+            stats_by_type: (
+                include_str!("../../queries/sqlite/inbox_stats_by_type.sql"),
+                &[],
+            ),
             list: (
                 include_str!("../../queries/sqlite/inbox_list.sql"),
                 &[0, 1, 2, 3, 4],

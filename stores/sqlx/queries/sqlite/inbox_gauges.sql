@@ -1,0 +1,11 @@
+-- Inbox mode: the numbers an operator alerts on, from the unfinished and dead events only
+-- (never the completed events, which a busy inbox holds by the million): the waiting,
+-- in-flight and dead events, and how long ago the oldest due waiting event was received
+-- (milliseconds; NULL when none is due).
+-- Answers one row: received, in_flight, dead, oldest_waiting_ms.
+SELECT count(*) FILTER (WHERE state = 'received'),
+       count(*) FILTER (WHERE state = 'in_flight'),
+       count(*) FILTER (WHERE state = 'dead'),
+       CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER) - min(received_at) FILTER (WHERE state = 'received' AND due_at <= CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER))
+FROM {table}
+WHERE state IN ('received', 'in_flight', 'dead');
