@@ -345,4 +345,23 @@ mod tests {
         assert_eq!(added, expected);
         assert_eq!(<super::Sqlite as Sealed>::SQL.adopt.len(), 3);
     }
+
+    /// The columns of the first `CREATE TABLE` in `script`, one definition a line.
+    fn table_definition(script: &str) -> Vec<&str> {
+        let (_, created) = script.split_once("CREATE TABLE ").expect("a CREATE TABLE");
+        let (_, columns) = created.split_once("(\n").expect("its columns");
+        let (columns, _) = columns.split_once("\n) WITHOUT ROWID").expect("their end");
+        columns.lines().map(str::trim).collect()
+    }
+
+    #[test]
+    fn the_rebuild_creates_the_table_of_the_migration_script() {
+        let [_, _, rebuild] = <super::Sqlite as Sealed>::SQL.adopt else {
+            unreachable!("three adoption files")
+        };
+        assert_eq!(
+            table_definition(rebuild),
+            table_definition(<super::Sqlite as Sealed>::SQL.schema)
+        );
+    }
 }
