@@ -66,9 +66,12 @@ impl Sealed for Sqlite {
         inbox: Some(InboxTemplates {
             receive: (
                 include_str!("../../queries/sqlite/inbox_receive.sql"),
-                &[0, 1, 2, 3, 4],
+                &[0, 1, 2, 3, 4, 5],
             ),
-            take: (include_str!("../../queries/sqlite/inbox_take.sql"), &[0, 1]),
+            take: (
+                include_str!("../../queries/sqlite/inbox_take.sql"),
+                &[0, 1, 2],
+            ),
             renew: (
                 include_str!("../../queries/sqlite/inbox_renew.sql"),
                 &[0, 1, 2],
@@ -94,11 +97,11 @@ impl Sealed for Sqlite {
             ),
             list: (
                 include_str!("../../queries/sqlite/inbox_list.sql"),
-                &[0, 1, 2, 3, 4],
+                &[0, 1, 2, 3, 4, 5],
             ),
             count: (
                 include_str!("../../queries/sqlite/inbox_count.sql"),
-                &[0, 1, 2, 3],
+                &[0, 1, 2, 3, 5],
             ),
             show: (include_str!("../../queries/sqlite/inbox_show.sql"), &[0]),
             replay: (
