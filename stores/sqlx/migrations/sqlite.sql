@@ -35,6 +35,8 @@
 -- last_error   the last failed attempt's excerpt of the status or error.
 -- history      every failed attempt, lost lease and replay, one line each with its time (the
 --              last 8 KiB).
+-- ordering_key the key of events processed one at a time in the order of receipt (NULL: none;
+--              a key over 200 bytes is stored as `sha256:` and its hash).
 --
 -- Run `PRAGMA journal_mode = WAL;` once on the database file as well (`SqliteStore::migrate`
 -- does): readers then never wait for the writer.
@@ -57,7 +59,8 @@ CREATE TABLE IF NOT EXISTS processed_webhook_events (
     attempts     INTEGER      NOT NULL DEFAULT 0,
     replays      INTEGER      NOT NULL DEFAULT 0,
     last_error   TEXT,
-    history      TEXT
+    history      TEXT,
+    ordering_key VARCHAR(200)
 ) WITHOUT ROWID;
 
 CREATE INDEX IF NOT EXISTS idx_webhook_processed_at
@@ -74,6 +77,21 @@ CREATE INDEX IF NOT EXISTS idx_webhook_unfinished
 -- The receipt numbers each event one above the highest sequence: an index lookup, not a scan.
 CREATE INDEX IF NOT EXISTS idx_webhook_sequence
     ON processed_webhook_events (sequence);
+
+-- The events waiting for their first attempt, which the take hands out before retries.
+CREATE INDEX IF NOT EXISTS idx_webhook_fresh
+    ON processed_webhook_events (sequence) WHERE state = 'received' AND attempts = 0;
+
+-- The unfinished events of each ordering key, which hold back the key's later ones.
+CREATE INDEX IF NOT EXISTS idx_webhook_ordering
+    ON processed_webhook_events (ordering_key, sequence)
+    WHERE state IN ('received', 'in_flight') AND ordering_key IS NOT NULL;
+
+-- The waiting, in-flight and dead inbox events: the operators' gauges count them from this
+-- index alone, never reading the completed events.
+CREATE INDEX IF NOT EXISTS idx_webhook_gauges
+    ON processed_webhook_events (state, received_at, due_at)
+    WHERE state IN ('received', 'in_flight', 'dead') AND received_at IS NOT NULL;
 
 -- A table of the provider's documented schema (event_id, event_type, processed_at) is
 -- upgraded by `SqliteStore::migrate`; by hand, run the statements below once instead of the
@@ -96,6 +114,7 @@ CREATE INDEX IF NOT EXISTS idx_webhook_sequence
 -- ALTER TABLE processed_webhook_events ADD COLUMN replays INTEGER NOT NULL DEFAULT 0;
 -- ALTER TABLE processed_webhook_events ADD COLUMN last_error TEXT;
 -- ALTER TABLE processed_webhook_events ADD COLUMN history TEXT;
+-- ALTER TABLE processed_webhook_events ADD COLUMN ordering_key VARCHAR(200);
 -- UPDATE processed_webhook_events
 -- SET expires_at = CAST(round((julianday(COALESCE(processed_at, 'now')) - 2440587.5)
 --                             * 86400000.0) AS INTEGER) + 72 * 3600 * 1000
@@ -105,14 +124,14 @@ CREATE INDEX IF NOT EXISTS idx_webhook_sequence
 -- 'completed'; so does a table of the provider's schema that it adopted) is rebuilt by
 -- `SqliteStore::migrate`: SQLite cannot alter a check. By hand, in one transaction (it holds
 -- the database's write lock throughout: receipts and claims wait, up to their busy timeout),
--- add the inbox columns above that are missing (received_at to history), then:
+-- add the inbox columns above that are missing (received_at to ordering_key), then:
 --
 -- BEGIN IMMEDIATE;
 -- CREATE TABLE processed_webhook_events_rebuild (…the columns of the CREATE TABLE above…)
 --     WITHOUT ROWID;
 -- INSERT INTO processed_webhook_events_rebuild SELECT event_id, event_type, processed_at,
 --     state, claim_token, expires_at, received_at, replayed_at, sequence, body, headers,
---     request_path, due_at, attempts, replays, last_error, history
+--     request_path, due_at, attempts, replays, last_error, history, ordering_key
 --     FROM processed_webhook_events;
 -- DROP TABLE processed_webhook_events;
 -- ALTER TABLE processed_webhook_events_rebuild RENAME TO processed_webhook_events;

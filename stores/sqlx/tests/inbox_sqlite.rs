@@ -1,8 +1,9 @@
 //! Inbox mode on SQLite: the inbox conformance suite (each check on a file of its own), the
-//! migration of the tables of the previous release and of the provider's schema, the purges
-//! users already run beside inbox events, the rolling deploy between the two modes, and the
-//! error `migrate` logs over connections that commit below `synchronous = FULL`. Not ignored:
-//! SQLite needs no server.
+//! migration of the tables of the previous release, of the provider's schema and of inbox mode
+//! before ordering keys, the purges users already run beside inbox events, the rolling deploy
+//! between the two modes, the query plans of the take and the gauges, and the error `migrate`
+//! logs over connections that commit below `synchronous = FULL`. Not ignored: SQLite needs no
+//! server.
 
 mod common;
 
@@ -18,7 +19,7 @@ use sangho_webhook::{
     store::{Claim, Claimant, Completion},
     testing::{
         conformance::unique_event_id,
-        inbox_conformance::{receive, stored, take_event},
+        inbox_conformance::{receive, stored, stored_with_key, take, take_event},
     },
 };
 use sangho_webhook_sqlx::{
@@ -28,6 +29,16 @@ use sangho_webhook_sqlx::{
 
 /// The schema of the store's previous release, as it shipped.
 const PREVIOUS_RELEASE: &str = include_str!("sql/sqlite_previous_release.sql");
+
+/// The schema of inbox mode before ordering keys.
+const BEFORE_ORDERING_KEYS: &str = include_str!("sql/sqlite_before_ordering_keys.sql");
+
+/// Inbox mode's statements whose query plans the tests check.
+const TAKE: &str = include_str!("../queries/sqlite/inbox_take.sql");
+const GAUGES: &str = include_str!("../queries/sqlite/inbox_gauges.sql");
+
+/// Now as the statements write it: Unix time in milliseconds.
+const NOW_MS: &str = "CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)";
 
 /// The provider's documented cleanup, as users run it from cron.
 const PROVIDER_CLEANUP: &str =
@@ -70,8 +81,25 @@ async fn unmigrated_store() -> (SqliteStore, tempfile::TempDir) {
     (store, dir)
 }
 
+/// How SQLite would run `sql` (`{table}` stands for the store's table, its parameters are
+/// unbound: NULL): one line per step, as `EXPLAIN QUERY PLAN` details them.
+async fn query_plan(store: &SqliteStore, sql: &str) -> Vec<String> {
+    let explain = format!(
+        "EXPLAIN QUERY PLAN {}",
+        sql.replace("{table}", store.table().as_str())
+    );
+    sqlx::query_as::<_, (i64, i64, i64, String)>(AssertSqlSafe(explain))
+        .fetch_all(store.pool())
+        .await
+        .expect("the query plan")
+        .into_iter()
+        .map(|(_, _, _, detail)| detail)
+        .collect()
+}
+
 /// After an upgrade: a new event goes through inbox mode from receipt to completion, and is
-/// a duplicate for both modes afterwards.
+/// a duplicate for both modes afterwards; two events of one ordering key are taken one at a
+/// time, in the order of receipt.
 async fn inbox_receipts_work(store: &SqliteStore) {
     let id = stored(store, "upgraded").await;
     let taken = take_event(store, &id, LONG).await;
@@ -82,6 +110,23 @@ async fn inbox_receipts_work(store: &SqliteStore) {
     );
     assert_eq!(receive(store, &id).await, Receipt::Duplicate);
     assert_eq!(claim(store, &id, LONG).await.unwrap(), Claim::Completed);
+
+    let key = unique_event_id("key");
+    let first = stored_with_key(store, "keyed", &key).await;
+    let second = stored_with_key(store, "keyed", &key).await;
+    let taken = take_event(store, &first, LONG).await;
+    assert_eq!(taken.ordering_key.as_deref(), Some(key.as_str()));
+    assert!(
+        take(store, LONG).await.is_none(),
+        "the key's second event waits for its first"
+    );
+    let claimant = Claimant::new(&taken.event_id, &taken.event_type, &taken.token);
+    assert_eq!(
+        Inbox::complete(store, &claimant, LONG).await.unwrap(),
+        Completion::Recorded
+    );
+    let taken = take_event(store, &second, LONG).await;
+    assert_eq!(taken.ordering_key.as_deref(), Some(key.as_str()));
 }
 
 #[tokio::test]
@@ -131,6 +176,9 @@ async fn migrate_upgrades_a_table_of_the_previous_release_in_place_and_runs_agai
         "idx_webhook_processed_at",
         "idx_webhook_expires_at",
         "idx_webhook_unfinished",
+        "idx_webhook_fresh",
+        "idx_webhook_ordering",
+        "idx_webhook_gauges",
     ] {
         assert!(indexes.contains(index), "{index} in {indexes:?}");
     }
@@ -150,6 +198,143 @@ async fn migrate_upgrades_a_table_of_the_previous_release_in_place_and_runs_agai
     assert_eq!(receive(&store, &completed).await, Receipt::Duplicate);
     assert_eq!(receive(&store, &held).await, Receipt::ClaimedByDelivery);
     inbox_receipts_work(&store).await;
+}
+
+#[tokio::test]
+async fn migrate_adds_ordering_keys_to_an_inbox_table_without_them_and_keeps_its_events() {
+    let (store, _dir) = unmigrated_store().await;
+    run(&store, BEFORE_ORDERING_KEYS).await;
+    // Events as inbox mode stored them before ordering keys: one waiting, one dead.
+    let (waiting, dead) = (unique_event_id("waiting"), unique_event_id("dead"));
+    for (sequence, id, state) in [(1, &waiting, "'received'"), (2, &dead, "'dead'")] {
+        sqlx::query(AssertSqlSafe(format!(
+            "INSERT INTO {} (event_id, event_type, processed_at, state, received_at, sequence,
+                             body, headers, request_path, due_at, attempts)
+             VALUES (?1, ?2, NULL, {state}, {NOW_MS}, {sequence}, x'7b7d', '[]', '/webhooks',
+                     {NOW_MS}, 0)",
+            store.table().as_str()
+        )))
+        .bind(id)
+        .bind(TYPE)
+        .execute(store.pool())
+        .await
+        .unwrap();
+    }
+
+    store
+        .migrate()
+        .await
+        .expect("the ordering key column is added");
+    let after_first = created_with(&store).await;
+    store.migrate().await.expect("migrate runs again");
+    assert_eq!(created_with(&store).await, after_first);
+
+    assert!(after_first.contains("ordering_key"), "{after_first}");
+    let indexes = indexes(&store).await;
+    for index in [
+        "idx_webhook_fresh",
+        "idx_webhook_ordering",
+        "idx_webhook_gauges",
+    ] {
+        assert!(indexes.contains(index), "{index} in {indexes:?}");
+    }
+    let shown = store.show(&dead).await.unwrap().expect("the dead event");
+    assert_eq!(
+        (shown.summary.state, shown.summary.ordering_key),
+        (EventState::Dead, None)
+    );
+    let gauges = store.gauges().await.unwrap();
+    assert_eq!((gauges.received, gauges.in_flight, gauges.dead), (1, 0, 1));
+    let taken = take_event(&store, &waiting, LONG).await;
+    assert_eq!(taken.ordering_key, None);
+    inbox_receipts_work(&store).await;
+}
+
+/// A migrated store holding 100,000 completed events, half of each mode.
+async fn beside_100_000_completed_events() -> TestStore<SqliteStore> {
+    let test = sqlite_store(4).await;
+    run(
+        &test.store,
+        &format!(
+            "WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < 100000)
+             INSERT INTO {{table}} (event_id, event_type, processed_at, state, claim_token,
+                                    expires_at, received_at, sequence, body, due_at, attempts)
+             SELECT 'evt_done_' || n, 'payment_intent.succeeded',
+                    strftime('%Y-%m-%d %H:%M:%f', 'now'), 'completed', printf('%032d', n),
+                    {NOW_MS} + 86400000, CASE WHEN n % 2 = 0 THEN {NOW_MS} END,
+                    CASE WHEN n % 2 = 0 THEN n END, CASE WHEN n % 2 = 0 THEN x'7b7d' END,
+                    NULL, 1
+             FROM seq"
+        ),
+    )
+    .await;
+    test
+}
+
+/// The plans of `sql` on `store`, without and then with the statistics of `ANALYZE`: one
+/// line per step, as `EXPLAIN QUERY PLAN` details them.
+async fn query_plans(store: &SqliteStore, sql: &str) -> [Vec<String>; 2] {
+    let without = query_plan(store, sql).await;
+    run(store, "ANALYZE").await;
+    [without, query_plan(store, sql).await]
+}
+
+#[tokio::test]
+async fn the_gauges_read_an_index_never_the_completed_events() {
+    let test = beside_100_000_completed_events().await;
+    let store = test.store.clone();
+    let dead = stored(&store, "dead").await;
+    let taken = take_event(&store, &dead, LONG).await;
+    let claimant = Claimant::new(&taken.event_id, &taken.event_type, &taken.token);
+    let attempt = FailedAttempt::new("status 500", NextAttempt::Dead);
+    assert_eq!(
+        store.fail(&claimant, &attempt).await.unwrap(),
+        Failure::Recorded
+    );
+    let in_flight = stored(&store, "in_flight").await;
+    take_event(&store, &in_flight, LONG).await;
+    stored(&store, "waiting").await;
+    // A direct-mode delivery's live claim is no inbox event.
+    acquire(&store, &unique_event_id("claimed"), LONG).await;
+
+    let gauges = store.gauges().await.unwrap();
+    assert_eq!(
+        (gauges.received, gauges.in_flight, gauges.dead),
+        (1, 1, 1),
+        "{gauges:?}"
+    );
+    assert!(gauges.oldest_waiting.is_some(), "{gauges:?}");
+    for plan in query_plans(&store, GAUGES).await {
+        assert!(
+            plan.iter()
+                .all(|step| step.contains("USING COVERING INDEX")),
+            "{plan:#?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_take_searches_its_indexes_never_the_whole_table() {
+    let test = beside_100_000_completed_events().await;
+    let store = test.store.clone();
+    for plan in query_plans(&store, TAKE).await {
+        for index in [
+            "idx_webhook_fresh",
+            "idx_webhook_unfinished",
+            "idx_webhook_ordering",
+        ] {
+            assert!(
+                plan.iter().any(|step| step.contains(index)),
+                "{index} in {plan:#?}"
+            );
+        }
+        let reads = plan
+            .iter()
+            .filter(|step| step.starts_with("SCAN") || step.starts_with("SEARCH"));
+        for read in reads {
+            assert!(read.contains(" USING "), "{read} in {plan:#?}");
+        }
+    }
 }
 
 #[tokio::test]

@@ -17,6 +17,6 @@ ON CONFLICT (event_id) DO UPDATE SET
     expires_at = excluded.expires_at,
     received_at = NULL, replayed_at = NULL, sequence = NULL, body = NULL, headers = NULL,
     request_path = NULL, due_at = NULL, attempts = 0, replays = 0, last_error = NULL,
-    history = NULL
+    history = NULL, ordering_key = NULL
 WHERE e.expires_at <= CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)
 RETURNING 'acquired' AS status;

@@ -1,10 +1,20 @@
--- Inbox mode: take the due event received first under a worker's lease, in one statement.
+-- Inbox mode: take the next due event under a worker's lease, in one statement.
 -- Due: waiting with its time come, or in flight with its lease run out (its worker crashed or
--- stalled; the lost attempt goes into the history). SQLite runs one writer at a time: no two
--- takes take one event. SQLite evaluates every SET expression on the row as it was.
--- Binds: ?1 the worker's claim token, ?2 the lease in µs.
+-- stalled; the lost attempt goes into the history); and, for an event with an ordering key,
+-- no other event of its key in flight under a live lease, and no unfinished event of its key
+-- received before it. New events first (?3 = 1): an event on its first attempt since its
+-- receipt or replay (the first search, by the index of fresh events) before any other due
+-- event (the second search, only when the first found nothing: `coalesce` evaluates its
+-- arguments in turn), each in the order of receipt. The key's check reads the index of its
+-- unfinished events.
+--
+-- SQLite runs one writer at a time: no two takes take one event, and receipts and replays
+-- number the events in the order they commit. SQLite evaluates every SET expression on the
+-- row as it was.
+-- Binds: ?1 the worker's claim token, ?2 the lease in µs, ?3 1 to take new events first (0:
+-- every due event in the order of receipt).
 -- Answers the taken event (id, type, body, headers, path, received and budget start in Unix
--- milliseconds, this attempt's number), or no row when nothing is due.
+-- milliseconds, this attempt's number, ordering key), or no row when nothing is due.
 UPDATE {table}
 SET state = 'in_flight',
     claim_token = ?1,
@@ -17,11 +27,28 @@ SET state = 'in_flight',
             || ' attempt ' || attempts || ': the lease ran out' || char(10), -8192)
         ELSE history
     END
-WHERE event_id = (
-    SELECT event_id FROM {table}
-    WHERE state IN ('received', 'in_flight') AND sequence IS NOT NULL
-      AND due_at <= CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)
-    ORDER BY sequence
-    LIMIT 1)
+WHERE event_id = coalesce(
+    (SELECT c.event_id FROM {table} AS c
+     WHERE ?3 = 1 AND c.state = 'received' AND c.attempts = 0
+       AND c.due_at <= CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)
+       AND (c.ordering_key IS NULL OR NOT EXISTS (
+           SELECT 1 FROM {table} AS k
+           WHERE k.ordering_key = c.ordering_key AND k.state IN ('received', 'in_flight')
+             AND (k.sequence < c.sequence
+                  OR (k.state = 'in_flight'
+                      AND k.due_at > CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)))))
+     ORDER BY c.sequence
+     LIMIT 1),
+    (SELECT c.event_id FROM {table} AS c
+     WHERE c.state IN ('received', 'in_flight') AND c.sequence IS NOT NULL
+       AND c.due_at <= CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)
+       AND (c.ordering_key IS NULL OR NOT EXISTS (
+           SELECT 1 FROM {table} AS k
+           WHERE k.ordering_key = c.ordering_key AND k.state IN ('received', 'in_flight')
+             AND (k.sequence < c.sequence
+                  OR (k.state = 'in_flight'
+                      AND k.due_at > CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)))))
+     ORDER BY c.sequence
+     LIMIT 1))
 RETURNING event_id, event_type, body, headers, request_path, received_at,
-          COALESCE(replayed_at, received_at), attempts;
+          COALESCE(replayed_at, received_at), attempts, ordering_key;

@@ -22,14 +22,16 @@ CREATE TABLE {table}_rebuild (
     attempts     INTEGER      NOT NULL DEFAULT 0,
     replays      INTEGER      NOT NULL DEFAULT 0,
     last_error   TEXT,
-    history      TEXT
+    history      TEXT,
+    ordering_key VARCHAR(200)
 ) WITHOUT ROWID;
 INSERT INTO {table}_rebuild (event_id, event_type, processed_at, state, claim_token,
                              expires_at, received_at, replayed_at, sequence, body, headers,
-                             request_path, due_at, attempts, replays, last_error, history)
+                             request_path, due_at, attempts, replays, last_error, history,
+                             ordering_key)
 SELECT event_id, event_type, processed_at, state, claim_token, expires_at, received_at,
        replayed_at, sequence, body, headers, request_path, due_at, attempts, replays,
-       last_error, history
+       last_error, history, ordering_key
 FROM {table};
 DROP TABLE {table};
 ALTER TABLE {table}_rebuild RENAME TO {table};

@@ -66,9 +66,12 @@ impl Sealed for Sqlite {
         inbox: Some(InboxTemplates {
             receive: (
                 include_str!("../../queries/sqlite/inbox_receive.sql"),
-                &[0, 1, 2, 3, 4],
+                &[0, 1, 2, 3, 4, 5],
             ),
-            take: (include_str!("../../queries/sqlite/inbox_take.sql"), &[0, 1]),
+            take: (
+                include_str!("../../queries/sqlite/inbox_take.sql"),
+                &[0, 1, 2],
+            ),
             renew: (
                 include_str!("../../queries/sqlite/inbox_renew.sql"),
                 &[0, 1, 2],
@@ -94,11 +97,11 @@ impl Sealed for Sqlite {
             ),
             list: (
                 include_str!("../../queries/sqlite/inbox_list.sql"),
-                &[0, 1, 2, 3, 4],
+                &[0, 1, 2, 3, 4, 5],
             ),
             count: (
                 include_str!("../../queries/sqlite/inbox_count.sql"),
-                &[0, 1, 2, 3],
+                &[0, 1, 2, 3, 5],
             ),
             show: (include_str!("../../queries/sqlite/inbox_show.sql"), &[0]),
             replay: (
@@ -344,5 +347,24 @@ mod tests {
             .collect();
         assert_eq!(added, expected);
         assert_eq!(<super::Sqlite as Sealed>::SQL.adopt.len(), 3);
+    }
+
+    /// The columns of the first `CREATE TABLE` in `script`, one definition a line.
+    fn table_definition(script: &str) -> Vec<&str> {
+        let (_, created) = script.split_once("CREATE TABLE ").expect("a CREATE TABLE");
+        let (_, columns) = created.split_once("(\n").expect("its columns");
+        let (columns, _) = columns.split_once("\n) WITHOUT ROWID").expect("their end");
+        columns.lines().map(str::trim).collect()
+    }
+
+    #[test]
+    fn the_rebuild_creates_the_table_of_the_migration_script() {
+        let [_, _, rebuild] = <super::Sqlite as Sealed>::SQL.adopt else {
+            unreachable!("three adoption files")
+        };
+        assert_eq!(
+            table_definition(rebuild),
+            table_definition(<super::Sqlite as Sealed>::SQL.schema)
+        );
     }
 }

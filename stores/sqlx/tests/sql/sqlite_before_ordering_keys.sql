@@ -1,0 +1,122 @@
+-- The SQLite schema of inbox mode before ordering keys (migrations/sqlite.sql without the
+-- ordering_key column and its indexes), for the test of the upgrade that adds them.
+-- sangho-webhook-sqlx: the SQLite schema of `SqliteStore` (table `processed_webhook_events`).
+--
+-- Safe to run again. The columns of the provider's documented schema (event_id, event_type,
+-- processed_at) come first, with the same types.
+--
+-- processed_at when the event was last claimed (the delivery that processed it arrived), UTC
+--              text 'YYYY-MM-DD HH:MM:SS.SSS' (CURRENT_TIMESTAMP's format, with milliseconds).
+-- state        'in_flight' (a delivery holds a claim) or 'completed' (processed); inbox mode
+--              adds two more (below).
+-- claim_token  the owner of the record (32 hex characters); renew, complete and release check
+--              it; a completed row keeps it, so that a repeated completion succeeds.
+-- expires_at   Unix time in milliseconds (UTC by construction). In flight: when the lease ends
+--              (then the next delivery takes the event over); completed: when the retention
+--              ends (then the event is forgotten, and the purge deletes the row). NULL (a row
+--              written by another tool): completed, until the purge removes it by
+--              processed_at. NULL on an inbox event until it is completed.
+--
+-- Inbox mode's columns (NULL, or 0, on the rows of the direct mode; `received_at` tells the
+-- two apart). An inbox event keeps `processed_at` and `expires_at` NULL until it is completed,
+-- so that no purge by expiry (this store's, or cron's) and no `DELETE … WHERE processed_at <
+-- …` ever deletes a waiting, in-flight or dead event. Times are Unix milliseconds, as
+-- `expires_at`.
+--
+-- state        also 'received' (waiting for a worker, or for its next attempt) and 'dead'.
+-- received_at  when the receipt stored the event.
+-- replayed_at  when an operator last replayed it (the attempt budget starts again there).
+-- sequence     the order of receipt.
+-- body         the raw signed body, byte for byte.
+-- headers      the stored headers: a JSON array of [name, value] pairs.
+-- request_path the path the event was received on.
+-- due_at       waiting: when its next attempt is due; in flight: when the worker's lease ends
+--              (then another worker takes it over).
+-- attempts     the attempts since the receipt or the last replay.
+-- replays      how many times an operator replayed it.
+-- last_error   the last failed attempt's excerpt of the status or error.
+-- history      every failed attempt, lost lease and replay, one line each with its time (the
+--              last 8 KiB).
+--
+-- Run `PRAGMA journal_mode = WAL;` once on the database file as well (`SqliteStore::migrate`
+-- does): readers then never wait for the writer.
+
+CREATE TABLE IF NOT EXISTS processed_webhook_events (
+    event_id     VARCHAR(50)  NOT NULL PRIMARY KEY,
+    event_type   VARCHAR(100) NOT NULL,
+    processed_at TIMESTAMP    DEFAULT CURRENT_TIMESTAMP,
+    state        VARCHAR(9)   NOT NULL DEFAULT 'completed'
+        CHECK (state IN ('received', 'in_flight', 'completed', 'dead')),
+    claim_token  VARCHAR(32),
+    expires_at   INTEGER,
+    received_at  INTEGER,
+    replayed_at  INTEGER,
+    sequence     INTEGER,
+    body         BLOB,
+    headers      TEXT,
+    request_path TEXT,
+    due_at       INTEGER,
+    attempts     INTEGER      NOT NULL DEFAULT 0,
+    replays      INTEGER      NOT NULL DEFAULT 0,
+    last_error   TEXT,
+    history      TEXT
+) WITHOUT ROWID;
+
+CREATE INDEX IF NOT EXISTS idx_webhook_processed_at
+    ON processed_webhook_events (processed_at);
+
+-- The purge deletes by each row's own expiry.
+CREATE INDEX IF NOT EXISTS idx_webhook_expires_at
+    ON processed_webhook_events (expires_at);
+
+-- Inbox mode's take reads the unfinished events in the order of receipt.
+CREATE INDEX IF NOT EXISTS idx_webhook_unfinished
+    ON processed_webhook_events (sequence) WHERE state IN ('received', 'in_flight');
+
+-- The receipt numbers each event one above the highest sequence: an index lookup, not a scan.
+CREATE INDEX IF NOT EXISTS idx_webhook_sequence
+    ON processed_webhook_events (sequence);
+
+-- A table of the provider's documented schema (event_id, event_type, processed_at) is
+-- upgraded by `SqliteStore::migrate`; by hand, run the statements below once instead of the
+-- CREATE TABLE above (SQLite has no ADD COLUMN IF NOT EXISTS). The rows already there count as
+-- completed events until their processed_at (or the time of the upgrade) plus the retention
+-- (72 hours here).
+--
+-- ALTER TABLE processed_webhook_events ADD COLUMN state VARCHAR(9) NOT NULL DEFAULT 'completed'
+--     CHECK (state IN ('received', 'in_flight', 'completed', 'dead'));
+-- ALTER TABLE processed_webhook_events ADD COLUMN claim_token VARCHAR(32);
+-- ALTER TABLE processed_webhook_events ADD COLUMN expires_at INTEGER;
+-- ALTER TABLE processed_webhook_events ADD COLUMN received_at INTEGER;
+-- ALTER TABLE processed_webhook_events ADD COLUMN replayed_at INTEGER;
+-- ALTER TABLE processed_webhook_events ADD COLUMN sequence INTEGER;
+-- ALTER TABLE processed_webhook_events ADD COLUMN body BLOB;
+-- ALTER TABLE processed_webhook_events ADD COLUMN headers TEXT;
+-- ALTER TABLE processed_webhook_events ADD COLUMN request_path TEXT;
+-- ALTER TABLE processed_webhook_events ADD COLUMN due_at INTEGER;
+-- ALTER TABLE processed_webhook_events ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
+-- ALTER TABLE processed_webhook_events ADD COLUMN replays INTEGER NOT NULL DEFAULT 0;
+-- ALTER TABLE processed_webhook_events ADD COLUMN last_error TEXT;
+-- ALTER TABLE processed_webhook_events ADD COLUMN history TEXT;
+-- UPDATE processed_webhook_events
+-- SET expires_at = CAST(round((julianday(COALESCE(processed_at, 'now')) - 2440587.5)
+--                             * 86400000.0) AS INTEGER) + 72 * 3600 * 1000
+-- WHERE expires_at IS NULL AND received_at IS NULL;
+--
+-- A table of the store's previous release (its state check allows only 'in_flight' and
+-- 'completed'; so does a table of the provider's schema that it adopted) is rebuilt by
+-- `SqliteStore::migrate`: SQLite cannot alter a check. By hand, in one transaction (it holds
+-- the database's write lock throughout: receipts and claims wait, up to their busy timeout),
+-- add the inbox columns above that are missing (received_at to history), then:
+--
+-- BEGIN IMMEDIATE;
+-- CREATE TABLE processed_webhook_events_rebuild (…the columns of the CREATE TABLE above…)
+--     WITHOUT ROWID;
+-- INSERT INTO processed_webhook_events_rebuild SELECT event_id, event_type, processed_at,
+--     state, claim_token, expires_at, received_at, replayed_at, sequence, body, headers,
+--     request_path, due_at, attempts, replays, last_error, history
+--     FROM processed_webhook_events;
+-- DROP TABLE processed_webhook_events;
+-- ALTER TABLE processed_webhook_events_rebuild RENAME TO processed_webhook_events;
+-- …then this script's CREATE INDEX statements (and any index or trigger of your own)…
+-- COMMIT;
