@@ -1,6 +1,8 @@
 //! Inbox workers in processes of their own: a worker killed with SIGKILL mid-handler is taken
-//! over by another process after its lease (PostgreSQL), and two processes of four workers
-//! each handle every event of a backlog exactly once (PostgreSQL and MariaDB).
+//! over by another process after its lease (PostgreSQL), two processes of four workers each
+//! handle every event of a backlog exactly once (PostgreSQL and MariaDB), and run the events of
+//! one object one at a time in the order of receipt (PostgreSQL and MariaDB; SQLite with its
+//! workers in this process).
 //!
 //! A "worker process" is this test binary run again as a child, running only the test that
 //! started it, with [`CHILD`] set: that test then plays the worker process instead of its own
@@ -30,7 +32,7 @@ use sangho_webhook::{
 #[cfg(feature = "mariadb")]
 use sangho_webhook_sqlx::MariaDbStore;
 use sangho_webhook_sqlx::{
-    PostgresStore,
+    PostgresStore, SqliteStore,
     sqlx::{self, AssertSqlSafe},
 };
 
@@ -62,6 +64,69 @@ trait Backend: Inbox + Clone {
     /// Drops the effects table of the inbox `table`.
     fn drop_effects(table: String);
 }
+
+/// A table of handler runs beside the inbox, `<inbox>_runs`: what the ordering tests record.
+#[async_trait]
+trait RunsTable: Inbox + Clone {
+    /// Creates the runs table (dropped with the inbox's effects table, by its guard).
+    async fn create_runs(&self);
+    /// Records one run of the handler on `event_id`, from `started` to `ended` (Unix µs).
+    async fn record_run(&self, event_id: &str, started: i64, ended: i64);
+    /// Every run recorded: event id, start, end.
+    async fn runs(&self) -> Vec<(String, i64, i64)>;
+    /// The store's name in the tests' output.
+    fn name(&self) -> &'static str;
+}
+
+/// Implements [`RunsTable`] for a store type; `$params` are the dialect's first three bind
+/// parameters.
+macro_rules! runs_table {
+    ($store:ty, $name:literal, $params:literal) => {
+        #[async_trait]
+        impl RunsTable for $store {
+            async fn create_runs(&self) {
+                let create = format!(
+                    "CREATE TABLE {}_runs (event_id VARCHAR(255) NOT NULL, started BIGINT NOT NULL, \
+                     ended BIGINT NOT NULL)",
+                    self.table()
+                );
+                sqlx::query(AssertSqlSafe(create))
+                    .execute(self.pool())
+                    .await
+                    .unwrap();
+            }
+            async fn record_run(&self, event_id: &str, started: i64, ended: i64) {
+                let insert = format!(
+                    "INSERT INTO {}_runs (event_id, started, ended) VALUES ({})",
+                    self.table(),
+                    $params
+                );
+                sqlx::query(AssertSqlSafe(insert))
+                    .bind(event_id)
+                    .bind(started)
+                    .bind(ended)
+                    .execute(self.pool())
+                    .await
+                    .unwrap();
+            }
+            async fn runs(&self) -> Vec<(String, i64, i64)> {
+                let select = format!("SELECT event_id, started, ended FROM {}_runs", self.table());
+                sqlx::query_as(AssertSqlSafe(select))
+                    .fetch_all(self.pool())
+                    .await
+                    .unwrap()
+            }
+            fn name(&self) -> &'static str {
+                $name
+            }
+        }
+    };
+}
+
+runs_table!(PostgresStore, "postgres", "$1, $2, $3");
+#[cfg(feature = "mariadb")]
+runs_table!(MariaDbStore, "mariadb", "?, ?, ?");
+runs_table!(SqliteStore, "sqlite", "?1, ?2, ?3");
 
 /// Implements [`Backend`] for a store type; `$param` is the dialect's first bind parameter.
 macro_rules! backend {
@@ -152,14 +217,18 @@ async fn worker_process(spec: String) {
 
 /// Workers over the table, with the handler of `mode`: `hang` (creates the marker and never
 /// returns), `commit_then_hang` (records its effect and the completion in one transaction,
-/// creates the marker, never returns) or `record` (records its effect and the completion,
-/// and answers 200).
-async fn workers<S: Backend>(spec: &str) {
+/// creates the marker, never returns), `record` (records its effect and the completion,
+/// and answers 200) or `timed` ([`timed_workers`]).
+async fn workers<S: Backend + RunsTable>(spec: &str) {
     let words: Vec<&str> = spec.split(' ').collect();
     let [mode, table, workers] = words[..] else {
         panic!("bad worker spec {spec:?}")
     };
     let store = S::on(table, 8).await;
+    if mode == "timed" {
+        let _worker = timed_workers(store, workers.parse().unwrap());
+        return std::future::pending::<()>().await;
+    }
     let (mode, marker) = (
         mode.to_owned(),
         std::env::var(MARKER).ok().map(PathBuf::from),
@@ -190,6 +259,166 @@ async fn workers<S: Backend>(spec: &str) {
         .start();
     std::future::pending::<()>().await;
     drop(worker);
+}
+
+/// How long each run of the timed handler takes.
+const RUN: Duration = Duration::from_millis(50);
+
+/// Now, in Unix microseconds (the processes of one machine share its clock).
+fn unix_micros() -> i64 {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    i64::try_from(since.as_micros()).unwrap()
+}
+
+/// `workers` workers over `store` whose handler takes [`RUN`] and records each run (its start
+/// and end) in the runs table, then answers 200.
+fn timed_workers<S: RunsTable>(store: S, workers: usize) -> sangho_webhook::inbox::WorkerHandle {
+    let handler_store = store.clone();
+    let handler = tower::service_fn(move |request: http::Request<WebhookBody>| {
+        let store = handler_store.clone();
+        async move {
+            let event = request.extensions().get::<SanghoEvent>().unwrap().clone();
+            let started = unix_micros();
+            tokio::time::sleep(RUN).await;
+            store.record_run(event.id(), started, unix_micros()).await;
+            Ok::<_, std::convert::Infallible>(http::Response::new(WebhookBody::from_static(b"ok")))
+        }
+    });
+    InboxWorker::builder(store, handler)
+        .with_lease(LEASE)
+        .with_concurrency(workers)
+        .with_poll_interval(Duration::from_millis(200))
+        .build()
+        .unwrap()
+        .start()
+}
+
+/// The events of five objects, twenty each, received shuffled and concurrently through the
+/// receiver with each event's object id as its ordering key, then handled by the worker
+/// processes `start_processes` starts (none: eight workers in this process), each run taking
+/// [`RUN`]: no two runs of one object overlap, each object's runs follow the inbox's order of
+/// receipt, and everything takes under 40 % of the runs' total. The runs table is created
+/// here; the caller drops it with the inbox.
+async fn objects_run_one_at_a_time_in_receipt_order<S: RunsTable>(
+    store: &S,
+    start_processes: impl FnOnce() -> Vec<Child>,
+) {
+    const OBJECTS: usize = 5;
+    const PER_OBJECT: usize = 20;
+    use sangho_webhook::{
+        inbox::{Filter, InboxReceiver, object_id},
+        testing::Delivery,
+    };
+    use tower::ServiceExt;
+
+    store.create_runs().await;
+    let receiver = InboxReceiver::builder(fixtures::secret(), store.clone())
+        .with_ordering_key(object_id)
+        .build()
+        .unwrap();
+    let objects: Vec<String> = (0..OBJECTS).map(|_| unique_event_id("obj")).collect();
+    let mut deliveries: Vec<(String, String)> = (0..OBJECTS * PER_OBJECT)
+        .map(|n| (unique_event_id("ordered"), objects[n % OBJECTS].clone()))
+        .collect();
+    // Shuffled (a fixed permutation), then delivered by eight concurrent senders.
+    let mut state = 0x2545_f491_u64;
+    for i in (1..deliveries.len()).rev() {
+        state = state
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1);
+        deliveries.swap(i, (state >> 33) as usize % (i + 1));
+    }
+    let mut senders = tokio::task::JoinSet::new();
+    for chunk in deliveries.chunks(deliveries.len().div_ceil(8)) {
+        let (receiver, chunk) = (receiver.clone(), chunk.to_vec());
+        senders.spawn(async move {
+            for (id, object) in chunk {
+                let body = format!(
+                    r#"{{"id":"{id}","type":"invoice.updated","data":{{"object":{{"id":"{object}"}}}}}}"#
+                );
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_secs();
+                let request = Delivery::body(body)
+                    .signed(&fixtures::secret(), i64::try_from(now).unwrap())
+                    .into_request();
+                let answer = receiver.clone().oneshot(request).await.unwrap();
+                assert!(answer.status().is_success(), "{id}: {}", answer.status());
+            }
+        });
+    }
+
+    let started = Instant::now();
+    let mut children = start_processes();
+    let processes = children.len();
+    let in_process = children.is_empty().then(|| timed_workers(store.clone(), 8));
+    senders.join_all().await;
+    let events = OBJECTS * PER_OBJECT;
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let stats = store.stats().await.unwrap();
+        if stats.completed as usize == events {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not drained: {stats:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let elapsed = started.elapsed();
+    for child in &mut children {
+        sigkill(child);
+    }
+    if let Some(worker) = in_process {
+        worker.shutdown(Duration::from_secs(5)).await;
+    }
+
+    // The inbox's order of receipt, per object.
+    let listed = store
+        .list(&Filter::new().with_limit(u32::try_from(events).unwrap()))
+        .await
+        .unwrap();
+    let runs = store.runs().await;
+    assert_eq!(runs.len(), events, "each event handled once");
+    let run_of = |id: &str| {
+        let run = runs.iter().find(|(run, ..)| run == id).expect("a run");
+        (run.1, run.2)
+    };
+    let mut total = Duration::ZERO;
+    for object in &objects {
+        let in_receipt_order: Vec<&str> = listed
+            .iter()
+            .filter(|event| event.ordering_key.as_deref() == Some(object.as_str()))
+            .map(|event| event.event_id.as_str())
+            .collect();
+        assert_eq!(
+            in_receipt_order.len(),
+            PER_OBJECT,
+            "{object}: keyed at receipt"
+        );
+        let mut previous_end = i64::MIN;
+        for id in in_receipt_order {
+            let (start, end) = run_of(id);
+            assert!(
+                start >= previous_end,
+                "{object}: {id} started {} µs before the object's previous run ended",
+                previous_end - start
+            );
+            previous_end = end;
+            total += Duration::from_micros(u64::try_from(end - start).unwrap());
+        }
+    }
+    eprintln!(
+        "{}: {events} events of {OBJECTS} objects, {processes} processes: one at a time per \
+         object, in receipt order; {elapsed:?} against {total:?} of runs ({:.0} %)",
+        store.name(),
+        100.0 * elapsed.as_secs_f64() / total.as_secs_f64()
+    );
+    assert!(
+        elapsed.as_secs_f64() < 0.4 * total.as_secs_f64(),
+        "{elapsed:?} is not under 40 % of the runs' {total:?}"
+    );
 }
 
 /// Runs this binary as a worker process of `test` (its full name).
@@ -473,4 +702,51 @@ async fn a_receipt_wakes_an_idle_worker_of_another_process_within_milliseconds()
         p90 <= Duration::from_millis(60),
         "p90 {p90:?}: {latencies:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+async fn the_events_of_one_object_run_one_at_a_time_in_receipt_order() {
+    if let Ok(spec) = std::env::var(CHILD) {
+        return worker_process(spec).await;
+    }
+    let test = "the_events_of_one_object_run_one_at_a_time_in_receipt_order";
+    let store = postgres_store("ordered", 8).await;
+    let _runs = DropEffects(format!("{}_runs", store.store.table()), common::drop_table);
+    let spec = spec("timed", &store.store, 4);
+    objects_run_one_at_a_time_in_receipt_order(&store.store, || {
+        vec![
+            start_worker(test, &spec, None),
+            start_worker(test, &spec, None),
+        ]
+    })
+    .await;
+}
+
+#[cfg(feature = "mariadb")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn the_events_of_one_object_run_one_at_a_time_in_receipt_order_on_mariadb() {
+    if let Ok(spec) = std::env::var(CHILD) {
+        return worker_process(spec).await;
+    }
+    let test = "the_events_of_one_object_run_one_at_a_time_in_receipt_order_on_mariadb";
+    let store = common::mariadb_store("ordered", 8).await;
+    let _runs = common::MariaDbTableGuard(format!("{}_runs", store.store.table()));
+    let spec = spec("timed", &store.store, 4);
+    objects_run_one_at_a_time_in_receipt_order(&store.store, || {
+        vec![
+            start_worker(test, &spec, None),
+            start_worker(test, &spec, None),
+        ]
+    })
+    .await;
+}
+
+/// SQLite, with its four workers in this process (one process per database file is the
+/// usual deployment; several processes on one file poll for each other's receipts).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_events_of_one_object_run_one_at_a_time_in_receipt_order_on_sqlite() {
+    let store = common::sqlite_store(8).await;
+    objects_run_one_at_a_time_in_receipt_order(&store.store, Vec::new).await;
 }

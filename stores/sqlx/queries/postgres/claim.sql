@@ -27,7 +27,7 @@ acquired AS (
             expires_at = EXCLUDED.expires_at,
             received_at = NULL, replayed_at = NULL, sequence = NULL, body = NULL,
             headers = NULL, request_path = NULL, due_at = NULL, attempts = 0, replays = 0,
-            last_error = NULL, history = NULL
+            last_error = NULL, history = NULL, ordering_key = NULL
         WHERE e.expires_at <= statement_timestamp()
     RETURNING 1
 )
