@@ -4,10 +4,12 @@
 //! ```sh
 //! export SANGHO_STORE_URL=postgres://app@db/app          # or sqlite://webhooks.db, mysql://…
 //! cargo run -p sangho-tools -- inbox stats                # events per state, oldest waiting
+//! cargo run -p sangho-tools -- inbox stats --by-type      # the same for each event type
 //! cargo run -p sangho-tools -- inbox list --state dead --type charge.failed --since 2d
 //! cargo run -p sangho-tools -- inbox show evt_123        # attempts, history, headers, body
 //! cargo run -p sangho-tools -- inbox replay evt_123      # due now, with a fresh attempt budget
 //! cargo run -p sangho-tools -- inbox replay --state dead --since 1d --yes
+//! cargo run -p sangho-tools -- inbox replay --state dead --key in_1Nq --yes  # one object's
 //! cargo run -p sangho-tools -- inbox discard --state dead --before 30d --yes
 //! ```
 //!
@@ -72,9 +74,13 @@ pub struct Args {
 enum Command {
     /// Events per state, and how long the oldest waiting event has waited
     Stats {
-        /// One JSON object: received, in_flight, completed, dead, oldest_waiting_seconds.
+        /// One JSON object: received, in_flight, completed, dead, oldest_waiting_seconds
+        /// (with --by-type, one object per type, with its `type`).
         #[arg(long)]
         json: bool,
+        /// The same for each event type.
+        #[arg(long)]
+        by_type: bool,
     },
     /// The events a filter selects, received first first
     List {
@@ -135,6 +141,10 @@ struct FilterArgs {
     /// Only events received before this time (an age such as 30d, or a UTC date).
     #[arg(long)]
     before: Option<String>,
+    /// Only events of this ordering key (an object's id, when the receiver keys events by
+    /// object).
+    #[arg(long)]
+    key: Option<String>,
 }
 
 #[derive(Debug, ClapArgs)]
@@ -153,6 +163,7 @@ impl FilterArgs {
             && self.event_type.is_none()
             && self.since.is_none()
             && self.before.is_none()
+            && self.key.is_none()
     }
 
     fn filter(&self, now: SystemTime) -> Result<Filter, BoxError> {
@@ -168,6 +179,9 @@ impl FilterArgs {
         }
         if let Some(before) = &self.before {
             filter = filter.with_before(parse_time(before, now)?);
+        }
+        if let Some(key) = &self.key {
+            filter = filter.with_ordering_key(key);
         }
         Ok(filter)
     }
@@ -207,7 +221,14 @@ async fn run(args: Args) -> Result<ExitCode, BoxError> {
         .map_err(|error| explain(&chain(&error), &table, &args.store))?;
     let now = SystemTime::now();
     match args.command {
-        Command::Stats { json } => stats(&*inbox, json).await,
+        Command::Stats {
+            json,
+            by_type: false,
+        } => stats(&*inbox, json).await,
+        Command::Stats {
+            json,
+            by_type: true,
+        } => stats_by_type(&*inbox, json).await,
         Command::List {
             filter,
             limit,
@@ -349,18 +370,21 @@ fn explain(text: &str, table: &TableName, url: &str) -> BoxError {
     text.to_owned().into()
 }
 
+fn stats_json(stats: &InboxStats) -> Value {
+    json!({
+        "received": stats.received,
+        "in_flight": stats.in_flight,
+        "completed": stats.completed,
+        "dead": stats.dead,
+        "oldest_waiting_seconds": stats.oldest_waiting.map(|age| age.as_secs_f64()),
+    })
+}
+
 async fn stats(inbox: &dyn Inbox, json: bool) -> Result<ExitCode, BoxError> {
     let stats: InboxStats = inbox.stats().await?;
     let oldest = stats.oldest_waiting.map(|age| age.as_secs_f64());
     if json {
-        let object = json!({
-            "received": stats.received,
-            "in_flight": stats.in_flight,
-            "completed": stats.completed,
-            "dead": stats.dead,
-            "oldest_waiting_seconds": oldest,
-        });
-        println!("{object}");
+        println!("{}", stats_json(&stats));
     } else {
         println!("received   {}", stats.received);
         println!("in_flight  {}", stats.in_flight);
@@ -374,6 +398,33 @@ async fn stats(inbox: &dyn Inbox, json: bool) -> Result<ExitCode, BoxError> {
     Ok(ExitCode::SUCCESS)
 }
 
+async fn stats_by_type(inbox: &dyn Inbox, json: bool) -> Result<ExitCode, BoxError> {
+    let by_type = inbox.stats_by_type().await?;
+    if !json {
+        println!(
+            "{:<40} {:>9} {:>9} {:>9} {:>9}  oldest waiting",
+            "type", "received", "in_flight", "completed", "dead"
+        );
+    }
+    for (kind, stats) in &by_type {
+        if json {
+            let mut object = stats_json(stats);
+            object["type"] = json!(kind);
+            println!("{object}");
+        } else {
+            let oldest = stats
+                .oldest_waiting
+                .map(|age| format!("{:.1} s", age.as_secs_f64()))
+                .unwrap_or_else(|| "-".to_owned());
+            println!(
+                "{kind:<40} {:>9} {:>9} {:>9} {:>9}  {oldest}",
+                stats.received, stats.in_flight, stats.completed, stats.dead
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn summary_json(summary: &EventSummary) -> Value {
     json!({
         "id": summary.event_id,
@@ -382,6 +433,7 @@ fn summary_json(summary: &EventSummary) -> Value {
         "received_at": rfc3339(summary.received_at),
         "attempts": summary.attempts,
         "last_error": summary.last_error,
+        "key": summary.ordering_key,
     })
 }
 
@@ -392,12 +444,17 @@ async fn list(inbox: &dyn Inbox, filter: Filter, json: bool) -> Result<ExitCode,
             println!("{}", summary_json(summary));
         } else {
             println!(
-                "{}  {:<9}  {}  attempts {}  {}{}",
+                "{}  {:<9}  {}  attempts {}  {}{}{}",
                 rfc3339(summary.received_at),
                 summary.state.as_str(),
                 summary.event_id,
                 summary.attempts,
                 summary.event_type,
+                summary
+                    .ordering_key
+                    .as_deref()
+                    .map(|key| format!("  key {key}"))
+                    .unwrap_or_default(),
                 summary
                     .last_error
                     .as_deref()
@@ -439,6 +496,9 @@ async fn show(inbox: &dyn Inbox, id: &str, json: bool) -> Result<ExitCode, BoxEr
     } else {
         println!("id           {}", summary.event_id);
         println!("type         {}", summary.event_type);
+        if let Some(key) = &summary.ordering_key {
+            println!("ordering key {key}");
+        }
         println!("state        {}", summary.state);
         println!("received at  {}", rfc3339(summary.received_at));
         if let Some(due_at) = due_at {

@@ -11,7 +11,7 @@ use sangho_webhook::{
     store::ClaimToken,
 };
 use sangho_webhook_sqlx::{PostgresStore, SqliteStore, sqlx};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 const LONG: Duration = Duration::from_secs(3600);
 
@@ -336,6 +336,99 @@ async fn discard_by_filter_and_by_id(seeded: Seeded) {
     assert_eq!(seeded.state(&seeded.received).await, None);
 }
 
+/// Receives an event of `event_type` with the ordering key `key`, takes it and makes it dead.
+async fn dead_event(inbox: &dyn Inbox, event_type: &str, key: &str) -> String {
+    let id = unique("keyed");
+    let body = bytes::Bytes::from(format!(r#"{{"id":"{id}","type":"{event_type}"}}"#));
+    let event = ReceivedEvent::new(&id, event_type, &body, &[], "/webhooks/sangho")
+        .with_ordering_key(Some(key));
+    inbox.receive(&event).await.unwrap();
+    let taken = inbox
+        .take(&ClaimToken::generate(), LONG, Default::default())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(taken.event_id, id, "the seeded inbox has nothing else due");
+    let attempt = FailedAttempt::new("status 500", NextAttempt::Dead);
+    inbox.fail(&taken.claimant(), &attempt).await.unwrap();
+    id
+}
+
+async fn stats_by_type_counts_each_state_per_type(seeded: Seeded) {
+    // Take the seeded waiting event first, so that the new ones are the ones taken.
+    let waiting = seeded
+        .inbox
+        .take(&ClaimToken::generate(), LONG, Default::default())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(waiting.event_id, seeded.received);
+    dead_event(&*seeded.inbox, "invoice.paid", "in_1").await;
+    let output = seeded.run(&["stats", "--by-type", "--json"]);
+    assert_exit(&output, 0);
+    let rows: Vec<Value> = stdout(&output)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    let counts: Vec<(&str, u64, u64, u64, u64)> = rows
+        .iter()
+        .map(|row| {
+            let count = |name: &str| row[name].as_u64().unwrap();
+            let kind = row["type"].as_str().unwrap();
+            (
+                kind,
+                count("received"),
+                count("in_flight"),
+                count("completed"),
+                count("dead"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        counts,
+        [("charge.failed", 0, 2, 1, 2), ("invoice.paid", 0, 0, 0, 1)]
+    );
+    let plain = seeded.run(&["stats", "--by-type"]);
+    assert_exit(&plain, 0);
+    assert!(
+        stdout(&plain).contains("invoice.paid"),
+        "{}",
+        stdout(&plain)
+    );
+}
+
+async fn replay_by_key_replays_one_objects_events(seeded: Seeded) {
+    let waiting = seeded
+        .inbox
+        .take(&ClaimToken::generate(), LONG, Default::default())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(waiting.event_id, seeded.received);
+    let first = dead_event(&*seeded.inbox, "invoice.paid", "in_1").await;
+    let other = dead_event(&*seeded.inbox, "invoice.paid", "in_2").await;
+    let listed = seeded.run(&["list", "--key", "in_1", "--json"]);
+    assert_exit(&listed, 0);
+    let listed: Vec<Value> = stdout(&listed)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(
+        (&listed[0]["id"], &listed[0]["key"]),
+        (&json!(first), &json!("in_1"))
+    );
+
+    let counted = seeded.run(&["replay", "--state", "dead", "--key", "in_1"]);
+    assert_exit(&counted, 0);
+    assert!(stdout(&counted).contains("1 event"), "{}", stdout(&counted));
+    let done = seeded.run(&["replay", "--state", "dead", "--key", "in_1", "--yes"]);
+    assert_exit(&done, 0);
+    assert_eq!(seeded.state(&first).await, Some(EventState::Received));
+    assert_eq!(seeded.state(&other).await, Some(EventState::Dead));
+    assert_eq!(seeded.state(&seeded.dead[0]).await, Some(EventState::Dead));
+}
+
 async fn errors_exit_1_and_change_nothing(seeded: Seeded) {
     let unknown = seeded.run(&["show", &unique("unknown")]);
     assert_exit(&unknown, 1);
@@ -413,6 +506,8 @@ macro_rules! through_the_binary {
             case!(replay_by_filter_changes_nothing_without_yes);
             case!(discard_by_filter_and_by_id);
             case!(errors_exit_1_and_change_nothing);
+            case!(stats_by_type_counts_each_state_per_type);
+            case!(replay_by_key_replays_one_objects_events);
             case!(a_password_on_the_command_line_is_warned_about_and_never_printed);
         }
     };
