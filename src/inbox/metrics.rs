@@ -161,6 +161,12 @@ impl CachedGauges {
         }
     }
 
+    /// The same gauges, read again once they are older than `max_age`.
+    pub fn with_max_age(mut self, max_age: Duration) -> Self {
+        self.max_age = max_age;
+        self
+    }
+
     /// The gauges, at most `max_age` old. Concurrent callers share one read.
     ///
     /// # Errors

@@ -22,6 +22,11 @@
 //! The table holds the provider's events, personal data included, in clear: give read access
 //! to the application and its operators only.
 //!
+//! Events are keyed by their object's id (`data.object.id`): the events of one object are
+//! processed one at a time, in the order they arrived. `GET /health` answers the inbox's
+//! numbers, and 503 when the oldest waiting event waited over 5 min or events wait and the
+//! workers took none for 60 s.
+//!
 //! SIGTERM or Ctrl-C: the server stops accepting and finishes its requests; the workers stop
 //! taking events, let running handlers finish for up to 30 s, and give back what they abandon
 //! (due again at once, the attempt not counted).
@@ -29,9 +34,9 @@
 use std::{process::ExitCode, time::Duration};
 
 use sangho_example_axum::serve;
-use sangho_example_inbox::{app, handlers, open};
+use sangho_example_inbox::{Health, app, handlers, open};
 use sangho_examples_support::{BoxError, Settings, exit_status, init_logging, shutdown_signal};
-use sangho_webhook::inbox::{InboxReceiver, InboxWorker};
+use sangho_webhook::inbox::{InboxReceiver, InboxWorker, object_id};
 
 /// The inbox when `SANGHO_STORE_URL` is unset.
 const DEFAULT_STORE_URL: &str = "sqlite://sangho-inbox.db";
@@ -54,11 +59,16 @@ async fn run() -> Result<ExitCode, BoxError> {
     let shutdown = shutdown_signal()?;
     let (store, purge) = open(&url).await?;
     let inbox = store.inbox();
-    let receiver = InboxReceiver::builder(settings.secret.clone(), inbox.clone()).build()?;
+    // The events of one object (an invoice, a subscription...) are processed one at a time,
+    // in the order they arrived.
+    let receiver = InboxReceiver::builder(settings.secret.clone(), inbox.clone())
+        .with_ordering_key(object_id)
+        .build()?;
     let workers = InboxWorker::builder(inbox.clone(), handlers())
         .build()?
         .start();
-    serve(app(receiver, inbox), &settings, shutdown).await?;
+    let health = Health::new(inbox, workers.metrics());
+    serve(app(receiver, health), &settings, shutdown).await?;
     let finished = workers.shutdown(SHUTDOWN_DEADLINE).await;
     purge.stop().await;
     Ok(if finished {

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use http::StatusCode;
-use sangho_example_inbox::{app, handlers, open};
+use sangho_example_inbox::{Health, app, handlers, open};
 use sangho_webhook::{
     inbox::{EventState, InboxReceiver, InboxWorker},
     testing::{Delivery, conformance::unique_event_id, fixtures, send},
@@ -28,7 +28,9 @@ async fn a_delivery_is_stored_answered_202_and_processed_by_the_workers() {
         .build()
         .unwrap()
         .start();
-    let app = app(receiver, inbox.clone());
+    let health = Health::new(inbox.clone(), workers.metrics())
+        .with_gauges_max_age(Duration::ZERO);
+    let app = app(receiver, health);
 
     let id = unique_event_id("example");
     let delivery =
@@ -61,8 +63,60 @@ async fn a_delivery_is_stored_answered_202_and_processed_by_the_workers() {
     )
     .await;
     assert_eq!(health.status, StatusCode::OK);
-    assert_eq!(health.json()["completed"], 1);
+    assert_eq!(health.json()["received"], 0);
+    assert_eq!(health.json()["problems"], serde_json::json!([]));
     assert!(workers.shutdown(Duration::from_secs(10)).await);
+    purge.stop().await;
+}
+
+/// With the workers stopped and an event waiting, the health check fails once the event waited
+/// longer than the limits allow, and says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_health_check_fails_when_events_wait_and_no_worker_takes_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("inbox.db").display());
+    let (store, purge) = open(&url).await.unwrap();
+    let inbox = store.inbox();
+    let receiver = InboxReceiver::builder(fixtures::secret(), inbox.clone())
+        .with_clock(fixtures::fixed_clock)
+        .build()
+        .unwrap();
+    let workers = InboxWorker::builder(inbox.clone(), handlers())
+        .build()
+        .unwrap()
+        .start();
+    let health = Health::new(inbox.clone(), workers.metrics())
+        .with_gauges_max_age(Duration::ZERO)
+        .with_limits(Duration::from_secs(1), Duration::from_secs(1));
+    let app = app(receiver, health);
+    let check = || async {
+        send(
+            &app,
+            http::Request::get("/health").body(String::new()).unwrap(),
+        )
+        .await
+    };
+    assert!(workers.shutdown(Duration::from_secs(10)).await, "stopped");
+    assert_eq!(check().await.status, StatusCode::OK, "nothing waits");
+
+    let delivery = Delivery::event(&unique_event_id("waits"), fixtures::EVENT_TYPE)
+        .signed(&fixtures::secret(), fixtures::NOW);
+    assert_eq!(
+        send(&app, delivery.into_request()).await.status,
+        StatusCode::ACCEPTED
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let answer = check().await;
+    assert_eq!(answer.status, StatusCode::SERVICE_UNAVAILABLE);
+    let problems = answer.json()["problems"].clone();
+    assert_eq!(
+        problems,
+        serde_json::json!([
+            "the oldest waiting event waited too long",
+            "events wait and no worker takes them"
+        ])
+    );
+    assert_eq!(answer.json()["received"], 1);
     purge.stop().await;
 }
 
