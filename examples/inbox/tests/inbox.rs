@@ -28,8 +28,7 @@ async fn a_delivery_is_stored_answered_202_and_processed_by_the_workers() {
         .build()
         .unwrap()
         .start();
-    let health = Health::new(inbox.clone(), workers.metrics())
-        .with_gauges_max_age(Duration::ZERO);
+    let health = Health::new(inbox.clone(), workers.metrics()).with_gauges_max_age(Duration::ZERO);
     let app = app(receiver, health);
 
     let id = unique_event_id("example");

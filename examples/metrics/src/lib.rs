@@ -27,6 +27,25 @@
 //! `tracing` layer, counts those events under the same metric. So every delivery is counted
 //! once, under one outcome.
 //!
+//! Inbox mode adds the numbers an operator alerts on ([`with_inbox_metrics`]), read when
+//! `/metrics` is scraped: the inbox's gauges per database (from its indexes, at most every
+//! 5 s), and this process's worker counters:
+//!
+//! ```text
+//! sangho_inbox_events{state="received"} 3
+//! sangho_inbox_events{state="in_flight"} 4
+//! sangho_inbox_events{state="dead"} 1
+//! sangho_inbox_oldest_waiting_seconds 0.2
+//! sangho_inbox_attempts_total{outcome="completed"} 1520
+//! sangho_inbox_attempts_total{outcome="failed"} 12
+//! sangho_inbox_dead_lettered_total 1
+//! ```
+//!
+//! Alert on `sangho_inbox_oldest_waiting_seconds` (no worker runs, or the workers cannot keep
+//! up), on `sangho_inbox_events{state="dead"}`, and on the rate of failed attempts. Replays are
+//! counted by whoever replays (the `sangho inbox replay` command prints and logs each); a
+//! replay shows here as a dead event waiting again.
+//!
 //! Why `metrics` and `metrics-exporter-prometheus` rather than OpenTelemetry: two small crates
 //! from one actively maintained repository with a stable facade (`counter!`), no collector or
 //! SDK pipeline to set up, and the Prometheus text format rendered in-process. With
@@ -42,9 +61,12 @@ use axum::{
     response::{IntoResponse, Response},
     routing::get,
 };
-use metrics::{Unit, counter, describe_counter};
+use metrics::{Unit, counter, describe_counter, describe_gauge, gauge};
 use metrics_exporter_prometheus::PrometheusHandle;
-use sangho_webhook::Outcome;
+use sangho_webhook::{
+    Outcome,
+    inbox::{AttemptOutcome, CachedGauges, WorkerMetrics},
+};
 use tracing::{
     Level, Subscriber,
     field::{Field, Visit},
@@ -54,6 +76,15 @@ use tracing_subscriber::{Layer, filter::Targets, layer::Context};
 /// The counter of deliveries, labelled by `outcome` (and `reason`, for refusals).
 pub const DELIVERIES: &str = "sangho_webhook_deliveries_total";
 
+/// The inbox's events, labelled by `state` (`received`, `in_flight`, `dead`).
+pub const INBOX_EVENTS: &str = "sangho_inbox_events";
+/// How long the oldest event due now has waited since its receipt (0 when none waits).
+pub const INBOX_OLDEST_WAITING: &str = "sangho_inbox_oldest_waiting_seconds";
+/// This process's attempts at inbox events, labelled by `outcome`.
+pub const INBOX_ATTEMPTS: &str = "sangho_inbox_attempts_total";
+/// The events this process's workers made dead.
+pub const INBOX_DEAD_LETTERED: &str = "sangho_inbox_dead_lettered_total";
+
 /// Describes the metrics to the installed recorder (Prometheus's `# HELP` and `# TYPE`).
 pub fn describe() {
     describe_counter!(
@@ -61,6 +92,79 @@ pub fn describe() {
         Unit::Count,
         "Sangho webhook deliveries, by outcome (and reason, for refusals)"
     );
+    describe_gauge!(
+        INBOX_EVENTS,
+        Unit::Count,
+        "Inbox events waiting, in flight and dead"
+    );
+    describe_gauge!(
+        INBOX_OLDEST_WAITING,
+        Unit::Seconds,
+        "How long the oldest waiting inbox event has waited"
+    );
+    describe_counter!(
+        INBOX_ATTEMPTS,
+        Unit::Count,
+        "Attempts at inbox events in this process, by outcome"
+    );
+    describe_counter!(
+        INBOX_DEAD_LETTERED,
+        Unit::Count,
+        "Inbox events this process's workers made dead"
+    );
+}
+
+/// What [`with_inbox_metrics`] reads at each scrape: the inbox's gauges and a worker's
+/// counters.
+#[derive(Debug, Clone)]
+pub struct InboxNumbers {
+    gauges: CachedGauges,
+    workers: WorkerMetrics,
+}
+
+impl InboxNumbers {
+    /// The numbers of `gauges` (an inbox's, cached) and of `workers`.
+    pub fn new(gauges: CachedGauges, workers: WorkerMetrics) -> Self {
+        Self { gauges, workers }
+    }
+
+    /// Sets the gauges and counters to what the inbox and the worker say now.
+    async fn record(&self) {
+        match self.gauges.get().await {
+            Ok(gauges) => {
+                let states = [
+                    ("received", gauges.received),
+                    ("in_flight", gauges.in_flight),
+                    ("dead", gauges.dead),
+                ];
+                for (state, events) in states {
+                    gauge!(INBOX_EVENTS, "state" => state).set(events as f64);
+                }
+                let oldest = gauges.oldest_waiting.unwrap_or_default();
+                gauge!(INBOX_OLDEST_WAITING).set(oldest.as_secs_f64());
+            }
+            // The gauges keep their last values; the failure is in the log.
+            Err(error) => tracing::error!(%error, "the inbox's gauges cannot be read"),
+        }
+        for outcome in AttemptOutcome::ALL {
+            let attempts = self.workers.attempts(outcome);
+            counter!(INBOX_ATTEMPTS, "outcome" => outcome.as_str()).absolute(attempts);
+        }
+        counter!(INBOX_DEAD_LETTERED).absolute(self.workers.dead_lettered());
+    }
+}
+
+/// [`with_metrics`], whose `/metrics` also reads the inbox's numbers at each scrape.
+pub fn with_inbox_metrics(app: Router, metrics: PrometheusHandle, inbox: InboxNumbers) -> Router {
+    let scrape = move || {
+        let (metrics, inbox) = (metrics.clone(), inbox.clone());
+        async move {
+            inbox.record().await;
+            render(&metrics)
+        }
+    };
+    app.route("/metrics", get(scrape))
+        .layer(map_response(count_outcome))
 }
 
 /// `app` with `GET /metrics` and the outcome counter around every route.

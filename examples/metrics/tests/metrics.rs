@@ -321,3 +321,124 @@ async fn inbox_receipts_are_counted_by_outcome() {
         "{metrics}"
     );
 }
+
+/// The value of the sample of `metric` with exactly these labels (none: `""`), if any.
+fn value(metrics: &str, metric: &str, labels: &str) -> Option<f64> {
+    let prefix = match labels {
+        "" => format!("{metric} "),
+        labels => format!("{metric}{{{labels}}} "),
+    };
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .map(|value| value.parse().unwrap())
+}
+
+/// Inbox mode's numbers against a known history: one event processed, one that fails and goes
+/// dead, then (the workers stopped) the dead one replayed, as `sangho inbox replay` does, and a
+/// new one received: the gauges follow the inbox, the counters the worker.
+#[tokio::test]
+async fn the_inbox_gauges_and_counters_follow_receipts_failures_dead_letters_and_replays() {
+    use sangho_webhook::inbox::{
+        CachedGauges, EventState, Inbox, InboxReceiver, InboxWorker, MemoryInbox, Replay,
+        RetryPolicy,
+    };
+    let recorder = recorder();
+    let _recording = metrics::set_default_local_recorder(&recorder);
+    let inbox = MemoryInbox::new();
+    let receiver = InboxReceiver::builder(secret(), inbox.clone())
+        .with_clock(fixtures::fixed_clock)
+        .build()
+        .unwrap();
+    let handlers = Router::new().route(
+        "/webhooks/sangho",
+        post(|event: sangho_webhook::SanghoEvent| async move {
+            match event.id() {
+                "evt_m_fails" => StatusCode::INTERNAL_SERVER_ERROR,
+                _ => StatusCode::OK,
+            }
+        }),
+    );
+    let workers = InboxWorker::builder(inbox.clone(), handlers)
+        .with_retry_policy(RetryPolicy::default().with_max_attempts(1))
+        .build()
+        .unwrap()
+        .start();
+    let gauges = CachedGauges::new(Arc::new(inbox.clone()), Duration::ZERO);
+    let numbers = example::InboxNumbers::new(gauges, workers.metrics());
+    let inbox_app = Router::new().route_service("/webhooks/sangho", receiver);
+    let app = example::with_inbox_metrics(inbox_app, recorder.handle(), numbers);
+
+    for id in ["evt_m_processed", "evt_m_fails"] {
+        assert_eq!(send(&app, delivery(id)).await.status, 202);
+    }
+    let state = |id: &'static str| {
+        let inbox = inbox.clone();
+        async move {
+            inbox
+                .show(id)
+                .await
+                .unwrap()
+                .map(|record| record.summary.state)
+        }
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while state("evt_m_processed").await != Some(EventState::Completed)
+        || state("evt_m_fails").await != Some(EventState::Dead)
+    {
+        assert!(std::time::Instant::now() < deadline, "not settled");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let metrics = scrape(&app).await;
+    let events = |state: &str| {
+        value(
+            &metrics,
+            example::INBOX_EVENTS,
+            &format!("state=\"{state}\""),
+        )
+    };
+    assert_eq!(
+        (events("received"), events("in_flight"), events("dead")),
+        (Some(0.0), Some(0.0), Some(1.0)),
+        "{metrics}"
+    );
+    let attempts = |outcome: &str| {
+        value(
+            &metrics,
+            example::INBOX_ATTEMPTS,
+            &format!("outcome=\"{outcome}\""),
+        )
+    };
+    assert_eq!(attempts("completed"), Some(1.0), "{metrics}");
+    assert_eq!(attempts("failed"), Some(1.0), "{metrics}");
+    assert_eq!(
+        value(&metrics, example::INBOX_DEAD_LETTERED, ""),
+        Some(1.0),
+        "{metrics}"
+    );
+    assert_eq!(
+        value(&metrics, example::INBOX_OLDEST_WAITING, ""),
+        Some(0.0)
+    );
+
+    assert!(workers.shutdown(Duration::from_secs(5)).await);
+    let replayed = inbox.replay("evt_m_fails", &Replay::new()).await.unwrap();
+    assert_eq!(replayed, sangho_webhook::inbox::Replayed::Replayed);
+    assert_eq!(send(&app, delivery("evt_m_new")).await.status, 202);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let metrics = scrape(&app).await;
+    let events = |state: &str| {
+        value(
+            &metrics,
+            example::INBOX_EVENTS,
+            &format!("state=\"{state}\""),
+        )
+    };
+    assert_eq!(
+        (events("received"), events("dead")),
+        (Some(2.0), Some(0.0)),
+        "{metrics}"
+    );
+    let oldest = value(&metrics, example::INBOX_OLDEST_WAITING, "").unwrap();
+    assert!(oldest > 0.0, "{metrics}");
+}
