@@ -326,3 +326,117 @@ mod upgrade_purge_and_rolling_deploy {
         }
     }
 }
+
+mod gauges_and_takes_read_their_indexes {
+    //! Beside a million completed events (`SANGHO_GAUGES_ROWS`), the gauges a metrics scrape
+    //! reads and a worker's take read inbox mode's partial indexes, never the completed rows:
+    //! their plans hold no sequential scan of the table, and a scrape of the gauges takes
+    //! under 10 ms.
+
+    use std::time::{Duration, Instant};
+
+    use sangho_webhook::{
+        inbox::{Inbox, ReceivedEvent},
+        testing::{conformance::unique_event_id, fixtures},
+    };
+    use sangho_webhook_sqlx::sqlx::{self, AssertSqlSafe};
+
+    use crate::common::postgres_store;
+
+    /// The plan of `sql` (the store's statement, its parameters bound to `binds`).
+    async fn plan(pool: &sqlx::PgPool, sql: &str, binds: &str) -> String {
+        let prepare = format!("PREPARE sangho_plan AS {sql}");
+        let mut connection = pool.acquire().await.unwrap();
+        sqlx::raw_sql(AssertSqlSafe(prepare))
+            .execute(&mut *connection)
+            .await
+            .unwrap();
+        // A generic plan: what a prepared statement of the store settles on.
+        sqlx::raw_sql("SET plan_cache_mode = force_generic_plan")
+            .execute(&mut *connection)
+            .await
+            .unwrap();
+        let explain = format!("EXPLAIN EXECUTE sangho_plan{binds}");
+        let lines: Vec<(String,)> = sqlx::query_as(AssertSqlSafe(explain))
+            .fetch_all(&mut *connection)
+            .await
+            .unwrap();
+        sqlx::raw_sql("DEALLOCATE sangho_plan; RESET plan_cache_mode")
+            .execute(&mut *connection)
+            .await
+            .unwrap();
+        lines
+            .into_iter()
+            .map(|(line,)| line)
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+    async fn beside_a_million_completed_events_the_gauges_and_the_take_read_indexes() {
+        let rows: u64 = std::env::var("SANGHO_GAUGES_ROWS")
+            .ok()
+            .and_then(|rows| rows.parse().ok())
+            .unwrap_or(1_000_000);
+        let store = postgres_store("gauges", 4).await;
+        let table = store.store.table().as_str().to_owned();
+        let fill = format!(
+            "INSERT INTO {table} (event_id, event_type, state, claim_token, expires_at, \
+             received_at, sequence, body, due_at, attempts) \
+             SELECT 'evt_done_' || n, 'invoice.paid', 'completed', repeat('0', 32), \
+                    now() + interval '72 hours', now() - interval '1 hour', \
+                    nextval('{table}_sequence'), '\\x7b7d', NULL, 1 \
+             FROM generate_series(1, {rows}) AS n; ANALYZE {table}"
+        );
+        sqlx::raw_sql(AssertSqlSafe(fill))
+            .execute(store.store.pool())
+            .await
+            .unwrap();
+        let body = bytes::Bytes::from_static(b"{}");
+        for _ in 0..3 {
+            let id = unique_event_id("gauges");
+            let event = ReceivedEvent::new(&id, fixtures::EVENT_TYPE, &body, &[], "/")
+                .with_ordering_key(Some("in_1"));
+            store.store.receive(&event).await.unwrap();
+        }
+
+        let sql_of = |file: &str| file.replace("{table}", &table);
+        let gauges = plan(
+            store.store.pool(),
+            &sql_of(include_str!("../queries/postgres/inbox_gauges.sql")),
+            "",
+        )
+        .await;
+        let take = plan(
+            store.store.pool(),
+            &sql_of(include_str!("../queries/postgres/inbox_take.sql")),
+            "('00000000000000000000000000000000', 30000000, 1)",
+        )
+        .await;
+        for (what, plan) in [("gauges", &gauges), ("take", &take)] {
+            assert!(
+                !plan.contains(&format!("Seq Scan on {table}")),
+                "the {what} scan the table:\n{plan}"
+            );
+        }
+
+        let mut scrapes = Vec::new();
+        for _ in 0..21 {
+            let started = Instant::now();
+            let gauges = store.store.gauges().await.unwrap();
+            scrapes.push(started.elapsed());
+            assert_eq!(gauges.received, 3);
+        }
+        scrapes.sort();
+        let median = scrapes[10];
+        eprintln!(
+            "the gauges beside {rows} completed events: median {median:?}, max {:?}",
+            scrapes[20]
+        );
+        assert!(
+            median < Duration::from_millis(10),
+            "a scrape takes {median:?}"
+        );
+    }
+}
