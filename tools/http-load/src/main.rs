@@ -23,7 +23,8 @@
 //! (and, with the workers, completed). `--inbox 0` leaves them out. `--drain N` then drains a
 //! backlog of N events on each SQL store: N receipts from 64 senders in process, 16 workers
 //! started on the backlog (events/s, and the ratio to the receipts' rate), and the idle
-//! receipt-to-handler latency of 200 receipts one at a time.
+//! receipt-to-handler latency of 200 receipts one at a time; `--drain-keys K` gives the
+//! backlog's events K objects, keyed by object (each object's events taken one at a time).
 //!
 //! Each variant runs 5 rounds, the variants taking turns (so that background load on a shared
 //! machine falls on all of them alike); each round is a fresh server, 64 HTTP/1.1 keep-alive
@@ -692,10 +693,21 @@ const DRAIN_WORKERS: usize = 16;
 /// Inbox mode's drain on `inbox`: `events` receipts from 64 concurrent senders (in process,
 /// without HTTP), then 16 workers (a no-op handler) started on the backlog, then, idle, 200
 /// receipts one at a time, each timed from its 202 to its handler's start. Prints the receipt
-/// and drain rates, their ratio, and the idle wake-up latency.
-async fn drain(name: &str, inbox: &Arc<dyn Inbox>, events: usize) -> Result<(), BoxError> {
+/// and drain rates, their ratio, and the idle wake-up latency. With `keys` > 0, event `n`
+/// belongs to object `n % keys`, and the receiver keys events by object
+/// (`with_ordering_key(object_id)`): the events of one object are taken one at a time.
+async fn drain(
+    name: &str,
+    inbox: &Arc<dyn Inbox>,
+    events: usize,
+    keys: usize,
+) -> Result<(), BoxError> {
     let secret = Secret::new(fixtures::SECRET)?;
-    let receiver = InboxReceiver::builder(secret.clone(), inbox.clone()).build()?;
+    let mut receiver = InboxReceiver::builder(secret.clone(), inbox.clone());
+    if keys > 0 {
+        receiver = receiver.with_ordering_key(sangho_webhook::inbox::object_id);
+    }
+    let receiver = receiver.build()?;
     let tag = run_tag();
     let started = Instant::now();
     let mut senders = tokio::task::JoinSet::new();
@@ -704,9 +716,15 @@ async fn drain(name: &str, inbox: &Arc<dyn Inbox>, events: usize) -> Result<(), 
         senders.spawn(async move {
             for n in (sender..events).step_by(64) {
                 let id = format!("evt_drain_{tag}_{n}");
-                let request = sangho_webhook::testing::Delivery::event(&id, fixtures::EVENT_TYPE)
-                    .signed(&secret, unix_now())
-                    .into_request();
+                let delivery = match keys {
+                    0 => sangho_webhook::testing::Delivery::event(&id, fixtures::EVENT_TYPE),
+                    keys => sangho_webhook::testing::Delivery::body(format!(
+                        r#"{{"id":"{id}","type":"{}","data":{{"object":{{"id":"obj_{}"}}}}}}"#,
+                        fixtures::EVENT_TYPE,
+                        n % keys
+                    )),
+                };
+                let request = delivery.signed(&secret, unix_now()).into_request();
                 let answer = sangho_webhook::testing::send(&receiver, request).await;
                 if !answer.status.is_success() {
                     return Err(format!("receipt of {id}: {}", answer.status));
@@ -761,8 +779,12 @@ async fn drain(name: &str, inbox: &Arc<dyn Inbox>, events: usize) -> Result<(), 
     latencies.sort();
     let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize];
     eprintln!(
-        "  {name} inbox: {events} receipts at {receipt_rate:.0}/s, drained at {drain_rate:.0} events/s \
+        "  {name} inbox: {events} receipts ({}) at {receipt_rate:.0}/s, drained at {drain_rate:.0} events/s \
          by {DRAIN_WORKERS} workers: drain / receipt = {:.2}x; idle receipt-to-handler p50 {:?}, p99 {:?}",
+        match keys {
+            0 => "no ordering keys".to_owned(),
+            keys => format!("{keys} ordering keys"),
+        },
         drain_rate / receipt_rate,
         at(0.5),
         at(0.99),
@@ -1155,6 +1177,15 @@ struct Args {
         default_value_t = 0
     )]
     drain: usize,
+    /// With --drain: the events of the backlog belong to this many objects, keyed by object
+    /// (their events taken one at a time); 0: no ordering keys
+    #[arg(
+        long,
+        value_name = "KEYS",
+        env = "SANGHO_LOAD_DRAIN_KEYS",
+        default_value_t = 0
+    )]
+    drain_keys: usize,
     /// 0 leaves out inbox mode's receipt (workers stopped, then running) on the SQL stores
     #[arg(
         long,
@@ -1317,7 +1348,7 @@ async fn main_async(args: Args) -> Result<(), BoxError> {
         for kind in &kinds {
             let backend = kind.open().await?;
             if let Some(inbox) = &backend.inbox {
-                drain(backend.name, inbox, args.drain).await?;
+                drain(backend.name, inbox, args.drain, args.drain_keys).await?;
             }
             (backend.cleanup)().await?;
         }
