@@ -14,20 +14,48 @@ use sangho_webhook::{
 /// The example's binary.
 const EXAMPLE: &str = env!("CARGO_BIN_EXE_sangho-example-inbox");
 
+/// The example's pieces over an inbox in a temporary SQLite file, its workers started.
+struct Example {
+    _dir: tempfile::TempDir,
+    inbox: std::sync::Arc<dyn sangho_webhook::inbox::Inbox>,
+    receiver: InboxReceiver,
+    workers: sangho_webhook::inbox::WorkerHandle,
+    purge: sangho_webhook_sqlx::PurgeTask,
+}
+
+impl Example {
+    async fn start() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("inbox.db").display());
+        let (store, purge) = open(&url).await.unwrap();
+        let inbox = store.inbox();
+        let receiver = InboxReceiver::builder(fixtures::secret(), inbox.clone())
+            .with_clock(fixtures::fixed_clock)
+            .build()
+            .unwrap();
+        let workers = InboxWorker::builder(inbox.clone(), handlers())
+            .build()
+            .unwrap()
+            .start();
+        Self {
+            _dir: dir,
+            inbox,
+            receiver,
+            workers,
+            purge,
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_delivery_is_stored_answered_202_and_processed_by_the_workers() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("inbox.db").display());
-    let (store, purge) = open(&url).await.unwrap();
-    let inbox = store.inbox();
-    let receiver = InboxReceiver::builder(fixtures::secret(), inbox.clone())
-        .with_clock(fixtures::fixed_clock)
-        .build()
-        .unwrap();
-    let workers = InboxWorker::builder(inbox.clone(), handlers())
-        .build()
-        .unwrap()
-        .start();
+    let Example {
+        _dir,
+        inbox,
+        receiver,
+        workers,
+        purge,
+    } = Example::start().await;
     let health = Health::new(inbox.clone(), workers.metrics()).with_gauges_max_age(Duration::ZERO);
     let app = app(receiver, health);
 
@@ -72,18 +100,13 @@ async fn a_delivery_is_stored_answered_202_and_processed_by_the_workers() {
 /// longer than the limits allow, and says why.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_health_check_fails_when_events_wait_and_no_worker_takes_them() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("inbox.db").display());
-    let (store, purge) = open(&url).await.unwrap();
-    let inbox = store.inbox();
-    let receiver = InboxReceiver::builder(fixtures::secret(), inbox.clone())
-        .with_clock(fixtures::fixed_clock)
-        .build()
-        .unwrap();
-    let workers = InboxWorker::builder(inbox.clone(), handlers())
-        .build()
-        .unwrap()
-        .start();
+    let Example {
+        _dir,
+        inbox,
+        receiver,
+        workers,
+        purge,
+    } = Example::start().await;
     let health = Health::new(inbox.clone(), workers.metrics())
         .with_gauges_max_age(Duration::ZERO)
         .with_limits(Duration::from_secs(1), Duration::from_secs(1));

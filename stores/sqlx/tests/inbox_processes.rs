@@ -357,15 +357,7 @@ async fn objects_run_one_at_a_time_in_receipt_order<S: RunsTable>(
     let in_process = children.is_empty().then(|| timed_workers(store.clone(), 8));
     senders.join_all().await;
     let events = OBJECTS * PER_OBJECT;
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let stats = store.stats().await.unwrap();
-        if stats.completed as usize == events {
-            break;
-        }
-        assert!(Instant::now() < deadline, "not drained: {stats:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until_completed(store, events, Duration::from_secs(120)).await;
     let elapsed = started.elapsed();
     for child in &mut children {
         sigkill(child);
@@ -479,6 +471,19 @@ async fn receive(store: &impl Inbox, id: &str) {
         "/webhooks/sangho",
     );
     store.receive(&event).await.unwrap();
+}
+
+/// Waits until `events` events of `inbox` are completed, at most `within`.
+async fn until_completed(inbox: &impl Inbox, events: usize, within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        let stats = inbox.stats().await.unwrap();
+        if stats.completed as usize == events {
+            return;
+        }
+        assert!(Instant::now() < deadline, "not drained: {stats:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 async fn wait_until_completed(store: &impl Inbox, id: &str, within: Duration) {
@@ -598,15 +603,7 @@ async fn two_processes_of_four_workers<S: Backend>(test: &str, store: &S) {
         });
     }
     receipts.join_all().await;
-    let deadline = Instant::now() + Duration::from_secs(300);
-    loop {
-        let stats = store.stats().await.unwrap();
-        if stats.completed as usize == events {
-            break;
-        }
-        assert!(Instant::now() < deadline, "not drained: {stats:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    until_completed(store, events, Duration::from_secs(300)).await;
     let elapsed = started.elapsed();
     for process in &mut processes {
         sigkill(process);

@@ -143,6 +143,18 @@ impl Seeded {
             .expect("run sangho")
     }
 
+    /// Takes the seeded waiting event, so that the next take hands out an event received
+    /// after the seeding.
+    async fn take_the_waiting_event(&self) {
+        let waiting = self
+            .inbox
+            .take(&ClaimToken::generate(), LONG, Default::default())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(waiting.event_id, self.received);
+    }
+
     async fn state(&self, id: &str) -> Option<EventState> {
         self.inbox
             .show(id)
@@ -355,14 +367,7 @@ async fn dead_event(inbox: &dyn Inbox, event_type: &str, key: &str) -> String {
 }
 
 async fn stats_by_type_counts_each_state_per_type(seeded: Seeded) {
-    // Take the seeded waiting event first, so that the new ones are the ones taken.
-    let waiting = seeded
-        .inbox
-        .take(&ClaimToken::generate(), LONG, Default::default())
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(waiting.event_id, seeded.received);
+    seeded.take_the_waiting_event().await;
     dead_event(&*seeded.inbox, "invoice.paid", "in_1").await;
     let output = seeded.run(&["stats", "--by-type", "--json"]);
     assert_exit(&output, 0);
@@ -398,13 +403,7 @@ async fn stats_by_type_counts_each_state_per_type(seeded: Seeded) {
 }
 
 async fn replay_by_key_replays_one_objects_events(seeded: Seeded) {
-    let waiting = seeded
-        .inbox
-        .take(&ClaimToken::generate(), LONG, Default::default())
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(waiting.event_id, seeded.received);
+    seeded.take_the_waiting_event().await;
     let first = dead_event(&*seeded.inbox, "invoice.paid", "in_1").await;
     let other = dead_event(&*seeded.inbox, "invoice.paid", "in_2").await;
     let listed = seeded.run(&["list", "--key", "in_1", "--json"]);
