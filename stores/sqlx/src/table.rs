@@ -71,8 +71,6 @@ impl TableName {
         self.index("unfinished")
     }
 
-    /// The name of inbox mode's index of leases on MariaDB (state, then when the lease runs
-    /// out): `idx_webhook_leases` for the default table, `<table>_leases_idx` for any other.
     /// The name of inbox mode's index of the unfinished events of each ordering key:
     /// `idx_webhook_ordering` for the default table, `<table>_ordering_idx` for any other.
     #[cfg_attr(not(any(feature = "postgres", feature = "mariadb")), allow(dead_code))]
@@ -94,6 +92,8 @@ impl TableName {
         self.index("dead")
     }
 
+    /// The name of inbox mode's index of leases on MariaDB (state, then when the lease runs
+    /// out): `idx_webhook_leases` for the default table, `<table>_leases_idx` for any other.
     #[cfg_attr(not(feature = "mariadb"), allow(dead_code))]
     pub(crate) fn lease_index_name(&self) -> String {
         self.index("leases")

@@ -43,7 +43,7 @@ const MIGRATION_TIME_ZONE_RESTORE: &str =
 /// The table's columns (none: no table).
 const COLUMNS: &str = include_str!("../../queries/mariadb/columns.sql");
 
-/// Whether the table is up to date besides its columns: 5 when it is.
+/// Whether the table is up to date besides its columns: 8 when it is.
 const INDEXES: &str = include_str!("../../queries/mariadb/indexes.sql");
 
 /// The server's version and its flush settings.
@@ -171,11 +171,13 @@ impl Sealed for MariaDb {
             .bind(table.expiry_index_name())
             .bind(table.unfinished_index_name())
             .bind(table.lease_index_name())
+            .bind(table.fresh_index_name())
+            .bind(table.ordering_index_name())
             .bind(table.sequence_name())
             .bind(table.as_str())
             .fetch_one(&mut *connection)
             .await?;
-        if has_store_columns(&present) && ready == 6 {
+        if has_store_columns(&present) && ready == 8 {
             return Ok(());
         }
         let (locked,): (Option<i64>,) = sqlx::query_as(AssertSqlSafe(statement(MIGRATION_LOCK)))
@@ -484,7 +486,7 @@ mod tests {
     fn the_script_splits_into_its_statements() {
         let statements =
             crate::queries::statements(<super::MariaDb as crate::dialect::Sealed>::SQL.schema);
-        assert_eq!(statements.len(), 10);
+        assert_eq!(statements.len(), 12);
         assert!(statements[0].starts_with("CREATE TABLE IF NOT EXISTS"));
         // Each statement that takes the table's exclusive metadata lock waits for it briefly.
         assert!(statements[1].starts_with("SET STATEMENT lock_wait_timeout = 1 FOR\nALTER TABLE"));
