@@ -134,11 +134,11 @@ impl Sealed for MariaDb {
             ),
             list: (
                 include_str!("../../queries/mariadb/inbox_list.sql"),
-                &[0, 0, 1, 1, 2, 2, 3, 3, 4],
+                &[0, 0, 1, 1, 2, 2, 3, 3, 5, 5, 4],
             ),
             count: (
                 include_str!("../../queries/mariadb/inbox_count.sql"),
-                &[0, 0, 1, 1, 2, 2, 3, 3],
+                &[0, 0, 1, 1, 2, 2, 3, 3, 5, 5],
             ),
             show: (include_str!("../../queries/mariadb/inbox_show.sql"), &[0]),
             replay: (
