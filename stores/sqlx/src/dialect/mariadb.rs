@@ -107,7 +107,7 @@ impl Sealed for MariaDb {
             ),
             take: (
                 include_str!("../../queries/mariadb/inbox_take.sql"),
-                &[0, 1],
+                &[0, 1, 2],
             ),
             renew: (
                 include_str!("../../queries/mariadb/inbox_renew.sql"),
