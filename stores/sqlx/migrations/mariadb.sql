@@ -50,6 +50,9 @@
 -- last_error   the last failed attempt's excerpt of the status or error.
 -- history      every failed attempt, lost lease and replay, one line each with its time (the
 --              last 8192 characters).
+-- ordering_key the key of events processed one at a time in the order of receipt (NULL: none;
+--              a key over 200 bytes is stored as `sha256:` and its hash), compared byte for
+--              byte.
 
 CREATE TABLE IF NOT EXISTS processed_webhook_events (
     event_id     VARCHAR(50)  CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY,
@@ -69,7 +72,8 @@ CREATE TABLE IF NOT EXISTS processed_webhook_events (
     attempts     INT          NOT NULL DEFAULT 0,
     replays      INT          NOT NULL DEFAULT 0,
     last_error   TEXT         CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
-    history      TEXT         CHARACTER SET utf8mb4 COLLATE utf8mb4_bin
+    history      TEXT         CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    ordering_key VARCHAR(200) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin
 ) ENGINE = InnoDB;
 
 -- A table of the provider's documented schema: add the store's columns, and give the rows
@@ -82,7 +86,8 @@ ALTER TABLE processed_webhook_events
     ADD COLUMN IF NOT EXISTS claim_token CHAR(32) CHARACTER SET ascii COLLATE ascii_bin,
     ADD COLUMN IF NOT EXISTS expires_at DATETIME(6);
 
--- A table of the store's previous release: add inbox mode's columns, a change of the data
+-- A table of the store's previous release (or of inbox mode before ordering keys): add inbox
+-- mode's columns, a change of the data
 -- dictionary only (ALGORITHM=INSTANT: no copy or rebuild of the table), and let the state
 -- column hold inbox mode's states (its CHECK replaced, instantly too: the rows already there
 -- hold the old states, which the new check allows).
@@ -99,6 +104,7 @@ ALTER TABLE processed_webhook_events
     ADD COLUMN IF NOT EXISTS replays INT NOT NULL DEFAULT 0,
     ADD COLUMN IF NOT EXISTS last_error TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
     ADD COLUMN IF NOT EXISTS history TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    ADD COLUMN IF NOT EXISTS ordering_key VARCHAR(200) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
     ALGORITHM = INSTANT;
 
 SET STATEMENT max_statement_time = 0.5 FOR
@@ -137,3 +143,16 @@ CREATE INDEX IF NOT EXISTS idx_webhook_unfinished
 SET STATEMENT lock_wait_timeout = 1 FOR
 CREATE INDEX IF NOT EXISTS idx_webhook_leases
     ON processed_webhook_events (state, due_at) ALGORITHM = INPLACE LOCK = NONE;
+
+-- Inbox mode's take looks first for the events waiting for their first attempt, in the order of
+-- receipt, so that it never reads the retries among them. Built in place too.
+SET STATEMENT lock_wait_timeout = 1 FOR
+CREATE INDEX IF NOT EXISTS idx_webhook_fresh
+    ON processed_webhook_events (state, attempts, sequence) ALGORITHM = INPLACE LOCK = NONE;
+
+-- Inbox mode's take hands out an event with an ordering key only while no unfinished event of
+-- its key was received before it and none is in flight: it looks them up by key and state,
+-- in the order of receipt. Built in place too.
+SET STATEMENT lock_wait_timeout = 1 FOR
+CREATE INDEX IF NOT EXISTS idx_webhook_ordering
+    ON processed_webhook_events (ordering_key, state, sequence) ALGORITHM = INPLACE LOCK = NONE;

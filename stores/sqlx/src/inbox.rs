@@ -16,7 +16,7 @@ use sangho_webhook::{
 
 use crate::{
     SqlStore,
-    dialect::{Bind, Dialect, Driver, RecordRow, StatsRow, SummaryRow, micros},
+    dialect::{Bind, Dialect, Driver, KeyOf, RecordRow, StatsRow, SummaryRow, micros},
     queries::{InboxQueries, Query},
 };
 
@@ -199,7 +199,10 @@ impl<D: Dialect> Inbox for SqlStore<D> {
             Bind::Text(event.path),
             Bind::OptText(event.ordering_key),
         ];
-        let status = self.inbox_text(&self.inbox()?.receive, &binds).await?;
+        let key = KeyOf::Receipt(event.ordering_key);
+        let status = D::inbox_in_key_order(self, &self.inbox()?.receive, &binds, key)
+            .await
+            .map_err(|error| self.store_error(error))?;
         Ok(match status.as_deref() {
             Some("stored") => {
                 self.inbox_wake().notify_waiters();
@@ -409,7 +412,11 @@ impl<D: Dialect> Inbox for SqlStore<D> {
             Bind::Int(i64::from(replay.force)),
             Bind::Text(reason),
         ];
-        if self.inbox_owned(&self.inbox()?.replay, &binds).await? {
+        let key = KeyOf::Replay(event_id);
+        let replayed = D::inbox_in_key_order(self, &self.inbox()?.replay, &binds, key)
+            .await
+            .map_err(|error| self.store_error(error))?;
+        if replayed.is_some() {
             self.inbox_wake().notify_waiters();
             D::notify_other_processes(self);
             return Ok(Replayed::Replayed);

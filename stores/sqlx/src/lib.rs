@@ -200,6 +200,13 @@ pub type SqliteStore = SqlStore<dialect::Sqlite>;
 /// on a deadlock changed nothing and is run again, up to three times. The workers poll (no
 /// notifications between processes on MariaDB).
 ///
+/// A receipt or a replay of an event with an ordering key holds the key's lock meanwhile, so
+/// that the events of one key commit in the order of their sequence numbers: a named lock
+/// (`GET_LOCK`, its name `sangho_key_` and a SHA-1 of the database, the table and the key),
+/// released once the receipt has committed. Receipts of other keys, or without a key, never
+/// wait for it; a receipt that waits for its key's lock longer than the lock timeout fails
+/// (503, the provider delivers the event again).
+///
 /// ```no_run
 /// use std::time::Duration;
 /// use sangho_webhook::{SanghoWebhookLayer, signature::Secret};

@@ -3,8 +3,8 @@
 //! and settings ([`Queries`]), and the decoding of the claim's answer ([`ClaimRow`]).
 //!
 //! The placeholder convention of the files is documented in `queries/README.md`: `{table}`,
-//! `{lock_timeout_ms}`, `{lock_timeout_s}` and `{asynchronous_commit}`, each substituted here
-//! and nowhere else.
+//! `{lock_timeout_ms}`, `{lock_timeout_s}` and `{asynchronous_commit}`, and the index names of
+//! the migration script (`idx_webhook_<name>`), each substituted here and nowhere else.
 
 use std::{sync::Arc, time::Duration};
 
@@ -92,13 +92,15 @@ impl Queries {
             ),
             ("{asynchronous_commit}", (!synchronous_claims).to_string()),
         ];
+        // An index named as in the migration script (`idx_webhook_<name>`) is renamed for the
+        // table as the script is, before `{table}` is replaced.
         let render = |file: &str| -> Vec<Arc<str>> {
             statements(file)
                 .into_iter()
                 .map(|statement| {
                     placeholders
                         .iter()
-                        .fold(statement, |sql, (placeholder, value)| {
+                        .fold(table.schema(&statement), |sql, (placeholder, value)| {
                             sql.replace(placeholder, value)
                         })
                         .into()

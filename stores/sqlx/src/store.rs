@@ -276,6 +276,12 @@ impl<D: Dialect> SqlStore<D> {
         .prepared()
     }
 
+    /// How long a claim or a renewal waits for a lock held by another transaction.
+    #[cfg_attr(not(feature = "mariadb"), allow(dead_code))]
+    pub(crate) fn lock_timeout(&self) -> Duration {
+        self.lock_timeout
+    }
+
     /// The pool.
     pub fn pool(&self) -> &Pool<D::Database> {
         &self.pool

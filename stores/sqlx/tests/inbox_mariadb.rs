@@ -1,8 +1,9 @@
 //! Inbox mode on MariaDB: the inbox conformance suite, each check in a table of its own, and
-//! what only an existing table shows: the upgrade of a table of the previous release or of the
-//! provider's schema, the purges users already run, and a rolling deploy beside the direct mode;
-//! and the error `migrate` logs on a server (of the test's own, `common/private_mariadb.rs`)
-//! whose settings can lose an acknowledged receipt in a crash.
+//! what only an existing table shows: the upgrade of a table of the previous release, of the
+//! provider's schema or of inbox mode before ordering keys, the purges users already run, and a
+//! rolling deploy beside the direct mode; the lock of an ordering key around its receipts; and
+//! the error `migrate` logs on a server (of the test's own, `common/private_mariadb.rs`) whose
+//! settings can lose an acknowledged receipt in a crash.
 //!
 //! Ignored by default: run with `cargo test -p sangho-webhook-sqlx --features mariadb --
 //! --include-ignored`, against `SANGHO_TEST_MYSQL_URL` (default
@@ -23,26 +24,77 @@ use std::time::Duration;
 use bytes::Bytes;
 use common::{LONG, TYPE, acquire, bodies::TestDatabase as _, mariadb_store_on};
 use sangho_webhook::{
-    inbox::{FailedAttempt, Inbox, NextAttempt, Receipt, ReceivedEvent},
-    store::{Claim, ClaimToken, Completion},
+    inbox::{FailedAttempt, Inbox, NextAttempt, Receipt, ReceivedEvent, TakeOrder, TakenEvent},
+    store::{Claim, ClaimToken, Completion, StoreError},
     testing::conformance::{PAST_SHORT, SHORT, unique_event_id},
 };
 use sangho_webhook_sqlx::{
     MariaDbStore,
-    sqlx::{self, AssertSqlSafe},
+    sqlx::{self, AssertSqlSafe, Connection, mysql::MySqlConnection},
 };
 
 /// The schema of the store's previous release, as it shipped.
 const PREVIOUS_RELEASE: &str = include_str!("fixtures/mariadb_previous_release.sql");
 
+/// The schema of inbox mode before ordering keys.
+const BEFORE_ORDERING_KEYS: &str = include_str!("fixtures/mariadb_inbox_before_ordering_keys.sql");
+
 /// Receives `id` (a small body, its path), and answers what the inbox found.
 async fn receive(store: &MariaDbStore, id: &str) -> Receipt {
+    receive_with_key(store, id, None).await.expect("receive")
+}
+
+/// Receives `id` with the ordering key `key`: what the inbox found, or its error.
+async fn receive_with_key(
+    store: &MariaDbStore,
+    id: &str,
+    key: Option<&str>,
+) -> Result<Receipt, StoreError> {
     let body = Bytes::from(format!(r#"{{"id":"{id}"}}"#));
     let headers = vec![("content-type".to_owned(), "application/json".to_owned())];
+    let event = ReceivedEvent::new(id, TYPE, &body, &headers, "/webhooks").with_ordering_key(key);
+    store.receive(&event).await
+}
+
+/// Takes the next due event, new events first, for a long lease.
+async fn take(store: &MariaDbStore) -> Option<TakenEvent> {
     store
-        .receive(&ReceivedEvent::new(id, TYPE, &body, &headers, "/webhooks"))
+        .take(&ClaimToken::generate(), LONG, TakeOrder::FreshFirst)
         .await
-        .expect("receive")
+        .expect("take")
+}
+
+/// Two events of one new ordering key: the first is taken with its key, the second only once
+/// the first completes.
+async fn keyed_events_are_taken_one_at_a_time(store: &MariaDbStore) {
+    let key = unique_event_id("key");
+    let (first, second) = (unique_event_id("first"), unique_event_id("second"));
+    for id in [&first, &second] {
+        let receipt = receive_with_key(store, id, Some(&key)).await;
+        assert_eq!(receipt.expect("receive"), Receipt::Stored);
+    }
+    let taken = take(store).await.expect("the key's first event");
+    assert_eq!(taken.event_id, first);
+    assert_eq!(taken.ordering_key.as_deref(), Some(key.as_str()));
+    assert!(take(store).await.is_none(), "the key's second event waits");
+    let completed = store.complete(&taken.claimant(), LONG).await.unwrap();
+    assert_eq!(completed, Completion::Recorded);
+    let taken = take(store).await.expect("the key's second event");
+    assert_eq!(taken.event_id, second);
+    let completed = store.complete(&taken.claimant(), LONG).await.unwrap();
+    assert_eq!(completed, Completion::Recorded);
+}
+
+/// The table's InnoDB tablespace and table id: others after a copy or a rebuild.
+async fn tablespace(store: &MariaDbStore) -> (i64, i64) {
+    sqlx::query_as(
+        "SELECT CAST(space AS SIGNED), CAST(table_id AS SIGNED) \
+         FROM information_schema.innodb_sys_tables WHERE name = CONCAT(DATABASE(), '/', ?)",
+    )
+    .bind(store.table().as_str())
+    .fetch_one(store.pool())
+    .await
+    .expect("the table's tablespace")
 }
 
 /// Runs `sql` (`{table}` stands for the store's table) with the text binds `binds`.
@@ -126,6 +178,7 @@ async fn upgrade(label: &str, provider: bool) {
         store.complete(&taken.claimant(), LONG).await.unwrap(),
         Completion::Recorded
     );
+    keyed_events_are_taken_one_at_a_time(&store).await;
     store
         .migrate()
         .await
@@ -142,6 +195,151 @@ async fn migrate_upgrades_a_table_of_the_previous_release_in_place() {
 #[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
 async fn migrate_upgrades_a_table_of_the_provider_schema_in_place() {
     upgrade("provider", true).await;
+}
+
+#[tokio::test]
+#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn migrate_adds_ordering_keys_to_an_inbox_table_in_place() {
+    let table = common::unique_table("keys");
+    let _cleanup = common::MariaDbTableGuard(table.clone());
+    let store = mariadb_store_on(&table, 4).await;
+    let script = ["processed_at", "expires_at", "unfinished", "leases"]
+        .iter()
+        .fold(BEFORE_ORDERING_KEYS.to_owned(), |script, index| {
+            script.replace(
+                &format!("idx_webhook_{index}"),
+                &format!("{table}_{index}_idx"),
+            )
+        })
+        .replace("processed_webhook_events", &table);
+    store.run_script(&script).await;
+    let (waiting, held) = (unique_event_id("waiting"), unique_event_id("held"));
+    run(
+        &store,
+        "INSERT INTO {table} (event_id, event_type, state, received_at, sequence, body, headers,
+                              request_path, due_at, attempts)
+         VALUES (?, 'charge.succeeded', 'received', UTC_TIMESTAMP(6), NEXTVAL({table}_sequence),
+                 '{}', '[]', '/webhooks', UTC_TIMESTAMP(6), 0),
+                (?, 'charge.succeeded', 'in_flight', UTC_TIMESTAMP(6), NEXTVAL({table}_sequence),
+                 '{}', '[]', '/webhooks', UTC_TIMESTAMP(6) + INTERVAL 1 HOUR, 1)",
+        &[&waiting, &held],
+    )
+    .await;
+    assert_eq!(store.column_type("ordering_key").await, "");
+    let before = tablespace(&store).await;
+
+    store.migrate().await.expect("migrate");
+    store.migrate().await.expect("migrate again");
+    assert_eq!(tablespace(&store).await, before, "the table is not rebuilt");
+    assert_eq!(store.column_type("ordering_key").await, "varchar(200)");
+    let taken = take(&store)
+        .await
+        .expect("the waiting event of the old table");
+    assert_eq!(
+        (taken.event_id.as_str(), taken.ordering_key),
+        (waiting.as_str(), None)
+    );
+    assert!(take(&store).await.is_none(), "{held} is in flight");
+    keyed_events_are_taken_one_at_a_time(&store).await;
+}
+
+/// Takes the lock of `key`'s receipts on `store`'s table (named as `inbox_key_lock.sql` names
+/// it) on a connection of the test's own, and answers that connection.
+async fn hold_key_lock(store: &MariaDbStore, key: &str) -> MySqlConnection {
+    let mut connection = MySqlConnection::connect(&common::mariadb_url())
+        .await
+        .unwrap();
+    let (locked,): (i64,) = sqlx::query_as(
+        "SELECT GET_LOCK(CONCAT('sangho_key_', SHA1(CONCAT(DATABASE(), CHAR(0), ?, CHAR(0), ?))), 5)",
+    )
+    .bind(store.table().as_str())
+    .bind(key)
+    .fetch_one(&mut connection)
+    .await
+    .unwrap();
+    assert_eq!(locked, 1);
+    connection
+}
+
+/// Whether a session holds the lock of `key`'s receipts on `store`'s table.
+async fn key_lock_is_held(store: &MariaDbStore, key: &str) -> bool {
+    let (held,): (i64,) = sqlx::query_as(
+        "SELECT IS_USED_LOCK(CONCAT('sangho_key_', SHA1(CONCAT(DATABASE(), CHAR(0), ?, CHAR(0), ?))))
+                IS NOT NULL",
+    )
+    .bind(store.table().as_str())
+    .bind(key)
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    held == 1
+}
+
+#[tokio::test]
+#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn a_keyed_receipt_waits_for_its_keys_lock_at_most_the_lock_timeout() {
+    let test_store = mariadb_store("keylock", 2).await;
+    let store = test_store
+        .store
+        .clone()
+        .with_lock_timeout(Duration::from_secs(1));
+    let key = unique_event_id("key");
+    let mut holder = hold_key_lock(&store, &key).await;
+
+    let started = std::time::Instant::now();
+    let refused = receive_with_key(&store, &unique_event_id("waits"), Some(&key)).await;
+    assert!(refused.is_err(), "{refused:?}");
+    assert!(started.elapsed() >= Duration::from_secs(1));
+    let other = unique_event_id("other");
+    let receipt = receive_with_key(&store, &other, Some(&unique_event_id("key"))).await;
+    assert_eq!(receipt.unwrap(), Receipt::Stored, "other keys do not wait");
+    assert_eq!(
+        receive(&store, &unique_event_id("none")).await,
+        Receipt::Stored
+    );
+
+    sqlx::query("DO RELEASE_ALL_LOCKS()")
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    let stored = receive_with_key(&store, &unique_event_id("stored"), Some(&key)).await;
+    assert_eq!(stored.unwrap(), Receipt::Stored);
+    assert!(
+        !key_lock_is_held(&store, &key).await,
+        "released after the receipt"
+    );
+}
+
+#[tokio::test]
+#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn a_keyed_receipt_cancelled_while_it_waits_leaves_its_key_free() {
+    let store = mariadb_store("keycancel", 1).await;
+    let key = unique_event_id("key");
+    let mut holder = hold_key_lock(&store, &key).await;
+    let cancelled = tokio::time::timeout(
+        Duration::from_millis(300),
+        receive_with_key(&store, &unique_event_id("cancelled"), Some(&key)),
+    )
+    .await;
+    assert!(
+        cancelled.is_err(),
+        "the receipt waits for the key: {cancelled:?}"
+    );
+
+    sqlx::query("DO RELEASE_ALL_LOCKS()")
+        .execute(&mut holder)
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    while key_lock_is_held(&store, &key).await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the cancelled receipt's session keeps the key locked"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let stored = receive_with_key(&store, &unique_event_id("stored"), Some(&key)).await;
+    assert_eq!(stored.unwrap(), Receipt::Stored);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -215,7 +413,8 @@ async fn a_rolling_deploy_keeps_each_event_in_one_mode() {
     let store = mariadb_store("rolling", 4).await;
     // The direct mode acknowledges an inbox event as a duplicate: waiting, then in flight.
     let inboxed = unique_event_id("inboxed");
-    assert_eq!(receive(&store, &inboxed).await, Receipt::Stored);
+    let receipt = receive_with_key(&store, &inboxed, Some(&unique_event_id("key"))).await;
+    assert_eq!(receipt.unwrap(), Receipt::Stored);
     assert_eq!(
         common::claim(&*store, &inboxed, LONG).await.unwrap(),
         Claim::Completed
@@ -258,7 +457,7 @@ async fn a_rolling_deploy_keeps_each_event_in_one_mode() {
         "SELECT COUNT(*) FROM {} WHERE event_id = ? AND received_at IS NULL AND sequence IS NULL
            AND body IS NULL AND headers IS NULL AND request_path IS NULL AND due_at IS NULL
            AND last_error IS NULL AND history IS NULL AND replayed_at IS NULL AND attempts = 0
-           AND replays = 0 AND state = 'in_flight'",
+           AND replays = 0 AND ordering_key IS NULL AND state = 'in_flight'",
         store.table()
     )))
     .bind(&inboxed)

@@ -32,6 +32,7 @@ ON DUPLICATE KEY UPDATE
     replays = IF(expires_at <= UTC_TIMESTAMP(6), 0, replays),
     last_error = IF(expires_at <= UTC_TIMESTAMP(6), NULL, last_error),
     history = IF(expires_at <= UTC_TIMESTAMP(6), NULL, history),
+    ordering_key = IF(expires_at <= UTC_TIMESTAMP(6), NULL, ordering_key),
     expires_at = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(expires_at), expires_at)
 RETURNING CASE WHEN state = 'completed' THEN 'completed'
                WHEN expires_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND

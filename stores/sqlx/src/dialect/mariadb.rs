@@ -6,10 +6,11 @@ use sqlx::{
     AssertSqlSafe, Connection, Executor, MySql,
     error::DatabaseError,
     mysql::{MySqlConnectOptions, MySqlConnection, MySqlDatabaseError, MySqlPoolOptions},
+    pool::PoolConnection,
 };
 
 use super::{
-    Bind, Dialect, Driver, InboxTemplates, Sealed, TakenRow, has_store_columns, micros,
+    Bind, Dialect, Driver, InboxTemplates, KeyOf, Sealed, TakenRow, has_store_columns, micros,
     refuse_unusable, row_query, sealed::Templates,
 };
 use crate::{
@@ -43,7 +44,7 @@ const MIGRATION_TIME_ZONE_RESTORE: &str =
 /// The table's columns (none: no table).
 const COLUMNS: &str = include_str!("../../queries/mariadb/columns.sql");
 
-/// Whether the table is up to date besides its columns: 5 when it is.
+/// Whether the table is up to date besides its columns: 8 when it is.
 const INDEXES: &str = include_str!("../../queries/mariadb/indexes.sql");
 
 /// The server's version and its flush settings.
@@ -51,6 +52,13 @@ const SERVER: &str = include_str!("../../queries/mariadb/server.sql");
 
 /// The isolation level of the transaction of an inbox operation of several statements.
 const INBOX_TRANSACTION: &str = include_str!("../../queries/mariadb/inbox_transaction.sql");
+
+/// Locks an ordering key for a receipt or a replay, on the connection that runs it: 1 once
+/// locked (or with no key to lock), 0 when the wait ran out.
+const KEY_LOCK: &str = include_str!("../../queries/mariadb/inbox_key_lock.sql");
+
+/// Releases [`KEY_LOCK`]'s lock once the receipt or the replay has committed.
+const KEY_UNLOCK: &str = include_str!("../../queries/mariadb/inbox_key_unlock.sql");
 
 /// How many times an inbox operation runs when InnoDB aborts it on a deadlock (it changed
 /// nothing then).
@@ -103,11 +111,11 @@ impl Sealed for MariaDb {
         inbox: Some(InboxTemplates {
             receive: (
                 include_str!("../../queries/mariadb/inbox_receive.sql"),
-                &[0, 1, 2, 3, 4],
+                &[0, 1, 2, 3, 4, 5],
             ),
             take: (
                 include_str!("../../queries/mariadb/inbox_take.sql"),
-                &[0, 1],
+                &[0, 1, 2],
             ),
             renew: (
                 include_str!("../../queries/mariadb/inbox_renew.sql"),
@@ -134,11 +142,11 @@ impl Sealed for MariaDb {
             ),
             list: (
                 include_str!("../../queries/mariadb/inbox_list.sql"),
-                &[0, 0, 1, 1, 2, 2, 3, 3, 4],
+                &[0, 0, 1, 1, 2, 2, 3, 3, 5, 5, 4],
             ),
             count: (
                 include_str!("../../queries/mariadb/inbox_count.sql"),
-                &[0, 0, 1, 1, 2, 2, 3, 3],
+                &[0, 0, 1, 1, 2, 2, 3, 3, 5, 5],
             ),
             show: (include_str!("../../queries/mariadb/inbox_show.sql"), &[0]),
             replay: (
@@ -171,11 +179,13 @@ impl Sealed for MariaDb {
             .bind(table.expiry_index_name())
             .bind(table.unfinished_index_name())
             .bind(table.lease_index_name())
+            .bind(table.fresh_index_name())
+            .bind(table.ordering_index_name())
             .bind(table.sequence_name())
             .bind(table.as_str())
             .fetch_one(&mut *connection)
             .await?;
-        if has_store_columns(&present) && ready == 6 {
+        if has_store_columns(&present) && ready == 8 {
             return Ok(());
         }
         let (locked,): (Option<i64>,) = sqlx::query_as(AssertSqlSafe(statement(MIGRATION_LOCK)))
@@ -226,23 +236,35 @@ impl Sealed for MariaDb {
         query: &'a Query,
         binds: &'a [Bind<'a>],
     ) -> Result<Option<String>, sqlx::Error> {
-        let binds = query.binds(binds);
-        let mut tries = 0;
-        loop {
-            tries += 1;
-            let answer = if query.then.is_empty() {
-                MySql::fetch_text(store.pool(), &query.sql, &binds).await
-            } else {
-                inbox_transaction(store, query, &binds, |connection, last| {
-                    Box::pin(MySql::fetch_text_in(connection, last, &[]))
-                })
-                .await
-            };
-            match answer {
-                Err(error) if is_deadlock(&error) && tries < INBOX_TRIES => continue,
-                answer => return answer,
-            }
-        }
+        let mut connection = store.pool().acquire().await?;
+        inbox_text_on(&mut connection, query, binds).await
+    }
+
+    async fn inbox_in_key_order<'a>(
+        store: &'a SqlStore<Self>,
+        query: &'a Query,
+        binds: &'a [Bind<'a>],
+        key: KeyOf<'a>,
+    ) -> Result<Option<String>, sqlx::Error> {
+        let (given, event_id) = match key {
+            KeyOf::Receipt(None) => return Self::inbox_text(store, query, binds).await,
+            KeyOf::Receipt(Some(key)) => (Some(key), None),
+            KeyOf::Replay(event_id) => (None, Some(event_id)),
+        };
+        let mut session = KeyLockSession::new(store.pool().acquire().await?);
+        let lock = statement(KEY_LOCK).replace("{table}", store.table().as_str());
+        let locked: Option<i64> = sqlx::query_scalar(AssertSqlSafe(lock))
+            .bind(given)
+            .bind(event_id)
+            .bind(micros(store.lock_timeout()))
+            .fetch_one(session.connection())
+            .await?;
+        let answer = match locked {
+            Some(1) => inbox_text_on(session.connection(), query, binds).await,
+            _ => Err(key_lock_timed_out(store.lock_timeout())),
+        };
+        session.unlock().await?;
+        answer
     }
 
     async fn inbox_taken<'a>(
@@ -251,10 +273,11 @@ impl Sealed for MariaDb {
         binds: &'a [Bind<'a>],
     ) -> Result<Option<TakenRow>, sqlx::Error> {
         let binds = query.binds(binds);
+        let mut connection = store.pool().acquire().await?;
         let mut tries = 0;
         loop {
             tries += 1;
-            let answer = inbox_transaction(store, query, &binds, |connection, last| {
+            let answer = inbox_transaction(&mut connection, query, &binds, |connection, last| {
                 Box::pin(row_query::<MySql, TakenRow>(last, &[]).fetch_optional(connection))
             })
             .await;
@@ -331,20 +354,95 @@ fn is_deadlock(error: &sqlx::Error) -> bool {
     matches!(error, sqlx::Error::Database(error) if MariaDb::is_conflict(&**error))
 }
 
+/// Runs one of inbox mode's statements with its operation's `binds` on `connection`: the file's
+/// one statement, or its statements in one transaction (see [`inbox_transaction`]), again when
+/// InnoDB aborts it on a deadlock; the first column of its answer's first row, if any.
+async fn inbox_text_on(
+    connection: &mut MySqlConnection,
+    query: &Query,
+    binds: &[Bind<'_>],
+) -> Result<Option<String>, sqlx::Error> {
+    let binds = query.binds(binds);
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        let answer = if query.then.is_empty() {
+            MySql::fetch_text_in(connection, &query.sql, &binds).await
+        } else {
+            inbox_transaction(connection, query, &binds, |connection, last| {
+                Box::pin(MySql::fetch_text_in(connection, last, &[]))
+            })
+            .await
+        };
+        match answer {
+            Err(error) if is_deadlock(&error) && tries < INBOX_TRIES => continue,
+            answer => return answer,
+        }
+    }
+}
+
+/// A connection of the pool whose session may hold an ordering key's lock ([`KEY_LOCK`]): a
+/// lock of the session, not of a transaction, which no rollback releases. The connection goes
+/// back to the pool only once [`unlock`](Self::unlock) ran; dropped before (an error, or a
+/// receipt cancelled half-way), it is closed instead, and its lock ends with its session.
+struct KeyLockSession {
+    connection: PoolConnection<MySql>,
+    unlocked: bool,
+}
+
+impl KeyLockSession {
+    fn new(connection: PoolConnection<MySql>) -> Self {
+        Self {
+            connection,
+            unlocked: false,
+        }
+    }
+
+    fn connection(&mut self) -> &mut MySqlConnection {
+        &mut self.connection
+    }
+
+    /// Releases the key's lock, if the session holds it, and lets the connection go back to
+    /// the pool.
+    async fn unlock(mut self) -> Result<(), sqlx::Error> {
+        self.connection
+            .execute(AssertSqlSafe(statement(KEY_UNLOCK)))
+            .await?;
+        self.unlocked = true;
+        Ok(())
+    }
+}
+
+impl Drop for KeyLockSession {
+    fn drop(&mut self) {
+        if !self.unlocked {
+            self.connection.close_on_drop();
+        }
+    }
+}
+
+/// The error of a receipt or a replay that waited for its ordering key's lock (another receipt
+/// or replay of the key held it) for longer than the store's lock timeout.
+fn key_lock_timed_out(timeout: Duration) -> sqlx::Error {
+    sqlx::Error::Io(std::io::Error::new(
+        std::io::ErrorKind::TimedOut,
+        format!("the ordering key's lock was not free within the lock timeout ({timeout:?})"),
+    ))
+}
+
 /// The answer of an inbox operation's last statement, read on the transaction's connection.
 type Answer<'c, T> = std::pin::Pin<Box<dyn Future<Output = Result<T, sqlx::Error>> + Send + 'c>>;
 
-/// Runs an inbox operation of several statements in one transaction at READ COMMITTED on one
-/// connection: its first statement with `binds` (they go into session variables), the next ones
-/// without, and its last one through `answer`; commits, and answers what `answer` read.
+/// Runs an inbox operation of several statements in one transaction at READ COMMITTED on
+/// `connection`: its first statement with `binds` (they go into session variables), the next
+/// ones without, and its last one through `answer`; commits, and answers what `answer` read.
 async fn inbox_transaction<T>(
-    store: &SqlStore<MariaDb>,
+    connection: &mut MySqlConnection,
     query: &Query,
     binds: &[Bind<'_>],
     answer: impl for<'c> FnOnce(&'c mut MySqlConnection, &'c Arc<str>) -> Answer<'c, T>,
 ) -> Result<T, sqlx::Error> {
     let (last, middle) = query.then.split_last().expect("statements after the first");
-    let mut connection = store.pool().acquire().await?;
     connection
         .execute(AssertSqlSafe(statement(INBOX_TRANSACTION)))
         .await?;
@@ -484,7 +582,7 @@ mod tests {
     fn the_script_splits_into_its_statements() {
         let statements =
             crate::queries::statements(<super::MariaDb as crate::dialect::Sealed>::SQL.schema);
-        assert_eq!(statements.len(), 10);
+        assert_eq!(statements.len(), 12);
         assert!(statements[0].starts_with("CREATE TABLE IF NOT EXISTS"));
         // Each statement that takes the table's exclusive metadata lock waits for it briefly.
         assert!(statements[1].starts_with("SET STATEMENT lock_wait_timeout = 1 FOR\nALTER TABLE"));

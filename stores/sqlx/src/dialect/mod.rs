@@ -22,7 +22,7 @@ pub use postgres::Postgres;
     allow(unused_imports)
 )]
 pub(crate) use sealed::InboxTemplates;
-pub(crate) use sealed::{Bind, Driver, RecordRow, Sealed, StatsRow, SummaryRow, TakenRow};
+pub(crate) use sealed::{Bind, Driver, KeyOf, RecordRow, Sealed, StatsRow, SummaryRow, TakenRow};
 #[cfg(feature = "sqlite")]
 pub use sqlite::Sqlite;
 use sqlx::{
@@ -148,6 +148,23 @@ mod sealed {
             }
         }
 
+        /// Runs inbox mode's `receive` or `replay` with its `binds`, the operations that give
+        /// an event its place in the order of receipt (`key`: whose ordering key they lock
+        /// meanwhile): the first column of its first row, if any. By default
+        /// [`inbox_text`](Self::inbox_text), whose statements lock the key themselves (a
+        /// transaction's lock), or need no lock (one writer at a time).
+        fn inbox_in_key_order<'a>(
+            store: &'a SqlStore<Self>,
+            query: &'a Query,
+            binds: &'a [Bind<'a>],
+            _key: KeyOf<'a>,
+        ) -> impl Future<Output = Result<Option<String>, sqlx::Error>> + Send + 'a
+        where
+            Self: Dialect,
+        {
+            Self::inbox_text(store, query, binds)
+        }
+
         /// Runs inbox mode's `take` with its `binds`: the taken row, if any. By default the
         /// file's one statement, on the pool.
         fn inbox_taken<'a>(
@@ -253,6 +270,16 @@ mod sealed {
         OptInt(Option<i64>),
         /// Bytes: a body.
         Bytes(&'a [u8]),
+    }
+
+    /// Whose ordering key a receipt or a replay locks while it gives an event its sequence
+    /// number.
+    #[derive(Debug, Clone, Copy)]
+    pub enum KeyOf<'a> {
+        /// A receipt's: its ordering key, if it has one.
+        Receipt(Option<&'a str>),
+        /// A replay's: the key stored with the event of this id, if it has one.
+        Replay(&'a str),
     }
 
     /// What the store needs of a sqlx database: running a statement with its binds and reading
