@@ -68,8 +68,8 @@ impl InboxDelivery {
 
 /// Runs the handler on the events of an [`Inbox`]: several tasks, each taking the next due
 /// event (new events first, then retries, each in the order of receipt: [`TakeOrder`]; the
-/// events of one ordering key one at a time) under a lease with a fresh token, renewing it every third of the lease
-/// while the handler runs, and settling it by the handler's answer: a 2xx completes the event;
+/// events of one ordering key one at a time) under a lease with a fresh token, renewing it
+/// every third of the lease while the handler runs, and settling it by the handler's answer: a 2xx completes the event;
 /// anything else, an error or a panic is a failed attempt, due again by the
 /// [`RetryPolicy`] or dead.
 ///
