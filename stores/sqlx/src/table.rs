@@ -54,12 +54,14 @@ impl TableName {
 
     /// The name of the `processed_at` index: the provider's `idx_webhook_processed_at` for the
     /// default table, `<table>_processed_at_idx` for any other.
+    #[cfg_attr(not(any(feature = "postgres", feature = "mariadb")), allow(dead_code))]
     pub(crate) fn index_name(&self) -> String {
         self.index("processed_at")
     }
 
     /// The name of the `expires_at` index: `idx_webhook_expires_at` for the default table,
     /// `<table>_expires_at_idx` for any other.
+    #[cfg_attr(not(any(feature = "postgres", feature = "mariadb")), allow(dead_code))]
     pub(crate) fn expiry_index_name(&self) -> String {
         self.index("expires_at")
     }
