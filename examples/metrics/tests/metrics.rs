@@ -61,13 +61,9 @@ fn samples(metrics: &str) -> Vec<(String, u64)> {
         .collect()
 }
 
-/// The value of the sample with exactly these labels, if there is one.
+/// The value of the deliveries counter's sample with exactly these labels, if there is one.
 fn sample(metrics: &str, labels: &str) -> Option<u64> {
-    let prefix = format!("{}{{{labels}}} ", example::DELIVERIES);
-    metrics
-        .lines()
-        .find_map(|line| line.strip_prefix(&prefix))
-        .map(|value| value.parse().unwrap())
+    value(metrics, example::DELIVERIES, labels).map(|count| count as u64)
 }
 
 #[tokio::test]
