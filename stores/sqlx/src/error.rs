@@ -74,6 +74,10 @@ pub enum Error {
     /// The database reported an error (kept as the source).
     #[error("database error")]
     Database(#[from] sqlx::Error),
+    /// The commit of a group of writes that held this one failed (see
+    /// [`GroupCommit`](crate::GroupCommit)).
+    #[error(transparent)]
+    GroupCommit(#[from] crate::GroupCommitFailed),
 }
 
 /// Turns a database error from a store operation into the layer's [`StoreError`]: a pool that
@@ -89,3 +93,12 @@ pub(crate) fn store_error(error: sqlx::Error, acquire_timeout: Duration) -> Stor
 /// The longest lease, retention or purge age the stores write: longer ones are shortened to
 /// this (about 1000 years), so that timestamp arithmetic never overflows.
 pub(crate) const MAX_SPAN: Duration = Duration::from_secs(1000 * 365 * 24 * 3600);
+
+impl From<crate::group_commit::WriteError> for Error {
+    fn from(error: crate::group_commit::WriteError) -> Self {
+        match error {
+            crate::group_commit::WriteError::Database(error) => Self::Database(error),
+            crate::group_commit::WriteError::Group(error) => Self::GroupCommit(error),
+        }
+    }
+}

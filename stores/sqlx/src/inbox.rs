@@ -17,6 +17,7 @@ use sangho_webhook::{
 use crate::{
     SqlStore,
     dialect::{Bind, Dialect, Driver, KeyOf, RecordRow, StatsRow, SummaryRow, micros},
+    group_commit::{Answer, Write},
     queries::{InboxQueries, Query},
 };
 
@@ -175,9 +176,26 @@ impl<D: Dialect> SqlStore<D> {
             .map_err(|error| self.store_error(error))
     }
 
-    /// Runs an owner-checked statement: whether the token held the event.
+    /// Runs one of inbox mode's writes (a receipt, a take's settlement): in a group commit,
+    /// where the dialect's statements allow it.
+    async fn inbox_write(
+        &self,
+        query: &Query,
+        binds: &[Bind<'_>],
+    ) -> Result<Option<String>, StoreError> {
+        if !D::GROUP_INBOX {
+            return self.inbox_text(query, binds).await;
+        }
+        let binds = query.binds(binds);
+        self.write(Write::text(&query.sql, &binds))
+            .await
+            .map(Answer::into_text)
+            .map_err(|error| self.write_error(error))
+    }
+
+    /// Runs an owner-checked write: whether the token held the event.
     async fn inbox_owned(&self, query: &Query, binds: &[Bind<'_>]) -> Result<bool, StoreError> {
-        Ok(self.inbox_text(query, binds).await?.is_some())
+        Ok(self.inbox_write(query, binds).await?.is_some())
     }
 
     /// The state of an event the inbox holds, after a replay or a discard that changed nothing.
@@ -200,9 +218,14 @@ impl<D: Dialect> Inbox for SqlStore<D> {
             Bind::OptText(event.ordering_key),
         ];
         let key = KeyOf::Receipt(event.ordering_key);
-        let status = D::inbox_in_key_order(self, &self.inbox()?.receive, &binds, key)
-            .await
-            .map_err(|error| self.store_error(error))?;
+        let receive = &self.inbox()?.receive;
+        let status = match D::GROUP_INBOX {
+            // The receipt's statement locks its key itself, or needs no lock.
+            true => self.inbox_write(receive, &binds).await?,
+            false => D::inbox_in_key_order(self, receive, &binds, key)
+                .await
+                .map_err(|error| self.store_error(error))?,
+        };
         Ok(match status.as_deref() {
             Some("stored") => {
                 self.inbox_wake().notify_waiters();
@@ -236,9 +259,16 @@ impl<D: Dialect> Inbox for SqlStore<D> {
             Bind::Int(micros(lease)),
             Bind::Int(fresh_first),
         ];
-        let row = D::inbox_taken(self, query, &binds)
-            .await
-            .map_err(|error| self.store_error(error))?;
+        let row = match D::GROUP_INBOX {
+            true => self
+                .write(Write::take(&query.sql, &query.binds(&binds)))
+                .await
+                .map(Answer::into_taken)
+                .map_err(|error| self.write_error(error))?,
+            false => D::inbox_taken(self, query, &binds)
+                .await
+                .map_err(|error| self.store_error(error))?,
+        };
         let Some((event_id, event_type, body, headers, path, received, budget, attempt, key)) = row
         else {
             return Ok(None);

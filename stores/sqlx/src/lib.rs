@@ -86,6 +86,7 @@
 
 pub mod dialect;
 mod error;
+mod group_commit;
 mod inbox;
 mod purge;
 mod queries;
@@ -94,6 +95,7 @@ mod table;
 mod transaction;
 
 pub use error::Error;
+pub use group_commit::{GroupCommit, GroupCommitFailed};
 pub use purge::{Purge, PurgeTask};
 pub use sqlx;
 pub use store::SqlStore;

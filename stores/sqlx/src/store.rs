@@ -18,8 +18,9 @@ use tokio::sync::Notify;
 
 use crate::{
     Error, PurgeTask, TableName,
-    dialect::{Bind, Dialect, Driver, Sealed, micros},
+    dialect::{Bind, Dialect, Sealed, micros},
     error::store_error,
+    group_commit::{Answer, GroupCommit, GroupCommitter, Write, WriteError},
     purge::Purge,
     queries::{ClaimRow, Queries},
 };
@@ -103,6 +104,8 @@ pub struct SqlStore<D: Dialect> {
     listening: Arc<AtomicBool>,
     /// The notifications owed to other processes, coalesced.
     notifier: Arc<Notifier>,
+    /// The queue of writes grouped into one commit, and its writers.
+    group: Arc<GroupCommitter<D>>,
 }
 
 /// The notifications a store owes other processes' inbox workers: set by receipts, abandons
@@ -130,6 +133,7 @@ impl<D: Dialect> Clone for SqlStore<D> {
             inbox_wake: self.inbox_wake.clone(),
             listening: self.listening.clone(),
             notifier: self.notifier.clone(),
+            group: self.group.clone(),
         }
     }
 }
@@ -142,6 +146,7 @@ impl<D: Dialect> fmt::Debug for SqlStore<D> {
             .field("synchronous_claims", &self.synchronous_claims)
             .field("lock_timeout", &self.lock_timeout)
             .field("adopted_retention", &self.adopted_retention)
+            .field("group_commit", &self.group.settings())
             .finish_non_exhaustive()
     }
 }
@@ -184,6 +189,7 @@ impl<D: Dialect> SqlStore<D> {
             (TableName::default(), true, Self::LOCK_TIMEOUT);
         Self {
             queries: Arc::new(Queries::new::<D>(&table, synchronous_claims, lock_timeout)),
+            group: Arc::new(GroupCommitter::new(pool.clone(), D::GROUP_COMMIT)),
             pool,
             table,
             synchronous_claims,
@@ -280,6 +286,36 @@ impl<D: Dialect> SqlStore<D> {
     #[cfg_attr(not(feature = "mariadb"), allow(dead_code))]
     pub(crate) fn lock_timeout(&self) -> Duration {
         self.lock_timeout
+    }
+
+    /// Groups concurrent writes into one commit as `settings` say (see [`GroupCommit`]):
+    /// claims, renewals and completions, and inbox mode's receipts, takes and settlements.
+    /// Each caller is answered once its own write is durable, with the answer its statement
+    /// gives on its own. [`GroupCommit::OFF`] writes each in its own commit.
+    #[must_use]
+    pub fn with_group_commit(self, settings: GroupCommit) -> Self {
+        Self {
+            group: Arc::new(GroupCommitter::new(self.pool.clone(), settings)),
+            ..self
+        }
+    }
+
+    /// How the store groups concurrent writes into one commit.
+    pub fn group_commit(&self) -> GroupCommit {
+        self.group.settings()
+    }
+
+    /// Writes `write` (in a group, when grouping is on): its answer, once it is durable.
+    pub(crate) async fn write(&self, write: Write) -> Result<Answer, WriteError> {
+        self.group.write(write).await
+    }
+
+    /// A failed write, as the store's operations answer it.
+    pub(crate) fn write_error(&self, error: WriteError) -> StoreError {
+        match error {
+            WriteError::Database(error) => self.error(error),
+            WriteError::Group(error) => StoreError::backend(error),
+        }
     }
 
     /// The pool.
@@ -406,15 +442,6 @@ impl<D: Dialect> SqlStore<D> {
         self.error(error)
     }
 
-    /// Runs one of the store's statements: its text answer, if any.
-    async fn fetch(
-        &self,
-        sql: &Arc<str>,
-        binds: &[Bind<'_>],
-    ) -> Result<Option<String>, sqlx::Error> {
-        D::Database::fetch_text(&self.pool, sql, binds).await
-    }
-
     /// The store's statements, rendered for its table and settings.
     pub(crate) fn queries(&self) -> &Queries {
         &self.queries
@@ -429,32 +456,27 @@ impl<D: Dialect> SqlStore<D> {
     ) -> Result<ClaimRow, StoreError> {
         let claim_binds: Vec<Bind<'_>> =
             D::SQL.claim_binds.iter().map(|&bind| binds[bind]).collect();
-        let status = match self.fetch(&self.queries.claim, &claim_binds).await {
-            // A live record: completed, or another claim in flight. Gone since (released,
-            // purged): it was in flight when the claim ran.
-            Ok(None) => match &self.queries.state {
-                Some(state) => self
-                    .fetch(state, &binds[..1])
-                    .await
-                    .map_err(|error| self.error(error))?,
-                None => None,
-            },
-            Ok(status) => status,
+        // A live record: completed, or another claim in flight. The state statement (where
+        // the dialect has one) reads which; gone since (released, purged): it was in flight.
+        let claim =
+            Write::text(&self.queries.claim, &claim_binds).otherwise(self.queries.state.as_ref());
+        let status = match self.write(claim).await {
+            Ok(answer) => answer.into_text(),
             // The database aborted the claim to resolve a conflict with a concurrent one (a
             // serialization failure under a stricter isolation level than READ COMMITTED, or
             // a deadlock): another delivery is claiming the event right now. A lock wait that
             // ran out of the store's lock timeout is not one: it is a store error (503).
-            Err(sqlx::Error::Database(error)) if D::is_conflict(&*error) => {
+            Err(WriteError::Database(sqlx::Error::Database(error))) if D::is_conflict(&*error) => {
                 tracing::debug!(event_id, %error, "a concurrent claim won the row");
                 return Ok(ClaimRow::InFlight);
             }
-            Err(error) => return Err(self.error(error)),
+            Err(error) => return Err(self.write_error(error)),
         };
         ClaimRow::decode(status.as_deref())
     }
 
-    /// Runs an owner-answering statement (renew, complete, release): whether the row is now,
-    /// or was, `token`'s.
+    /// Runs an owner-answering write (renew, complete, release): whether the row is now, or
+    /// was, `token`'s.
     async fn owned(
         &self,
         sql: &Arc<str>,
@@ -462,9 +484,10 @@ impl<D: Dialect> SqlStore<D> {
         token: &ClaimToken,
     ) -> Result<bool, StoreError> {
         let owner = self
-            .fetch(sql, binds)
+            .write(Write::text(sql, binds))
             .await
-            .map_err(|error| self.error(error))?;
+            .map_err(|error| self.write_error(error))?
+            .into_text();
         Ok(owner.as_deref() == Some(token.as_str()))
     }
 }

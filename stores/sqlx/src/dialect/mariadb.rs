@@ -94,6 +94,8 @@ impl Dialect for MariaDb {
 
 impl Sealed for MariaDb {
     const MAX_CONNECTIONS: u32 = 16;
+    // Inbox mode's statements here run in transactions and session locks of their own.
+    const GROUP_INBOX: bool = false;
     const SQL: Templates = Templates {
         claim: include_str!("../../queries/mariadb/claim.sql"),
         claim_binds: &[0, 1, 2, 3, 3, 2],

@@ -30,7 +30,7 @@ use sqlx::{
     error::DatabaseError,
 };
 
-use crate::{Error, SqlStore, TableName, error::MAX_SPAN};
+use crate::{Error, GroupCommit, SqlStore, TableName, error::MAX_SPAN};
 
 /// The columns of the provider's documented schema that the store cannot add: a table without
 /// them is not an idempotency table.
@@ -111,6 +111,17 @@ mod sealed {
 
         /// The dialect's SQL: the files of `queries/<dialect>/`.
         const SQL: Templates;
+
+        /// How the store groups concurrent writes into one commit, by default.
+        const GROUP_COMMIT: GroupCommit = GroupCommit::OFF;
+
+        /// The statement that begins a group commit's transaction (`None`: the database's
+        /// default `BEGIN`).
+        const GROUP_BEGIN: Option<&'static str> = None;
+
+        /// Whether inbox mode's receipts, takes and settlements may be grouped: their
+        /// statements are the default ones, each one statement on the pool.
+        const GROUP_INBOX: bool = true;
 
         /// Whether `error` says that the database aborted the statement to resolve a conflict
         /// between transactions (a serialization failure or a deadlock): the claim then lost a
@@ -300,6 +311,22 @@ mod sealed {
             binds: &'a [Bind<'a>],
         ) -> impl Future<Output = Result<Option<String>, sqlx::Error>> + Send + 'a;
 
+        /// Runs `sql` with `binds` on `connection` (inside whatever transaction it has open):
+        /// how many rows it changed.
+        fn execute_in<'a>(
+            connection: &'a mut Self::Connection,
+            sql: &'a Arc<str>,
+            binds: &'a [Bind<'a>],
+        ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send + 'a;
+
+        /// Runs inbox mode's `take` on `connection` (inside whatever transaction it has open):
+        /// the taken row, if any.
+        fn fetch_taken_in<'a>(
+            connection: &'a mut Self::Connection,
+            sql: &'a Arc<str>,
+            binds: &'a [Bind<'a>],
+        ) -> impl Future<Output = Result<Option<TakenRow>, sqlx::Error>> + Send + 'a;
+
         /// Runs inbox mode's `take`: the taken row, if any.
         fn fetch_taken<'a>(
             pool: &'a Pool<Self>,
@@ -345,6 +372,12 @@ mod sealed {
             sql: &'a Arc<str>,
             binds: &'a [Bind<'a>],
         ) -> impl Future<Output = Result<i64, sqlx::Error>> + Send + 'a;
+    }
+
+    /// A statement's result: how many rows it changed (each database's own `rows_affected`).
+    pub trait RowsAffected {
+        /// How many rows the statement changed.
+        fn rows(&self) -> u64;
     }
 
     /// A taken event: id, type, body, headers, path, received and budget start (Unix ms),
@@ -408,9 +441,27 @@ pub(crate) fn micros(duration: Duration) -> i64 {
     i64::try_from(duration.min(MAX_SPAN).as_micros()).unwrap_or(i64::MAX)
 }
 
+macro_rules! rows_affected {
+    ($($feature:literal => $result:ty),*) => {$(
+        #[cfg(feature = $feature)]
+        impl sealed::RowsAffected for $result {
+            fn rows(&self) -> u64 {
+                self.rows_affected()
+            }
+        }
+    )*};
+}
+
+rows_affected!(
+    "postgres" => sqlx::postgres::PgQueryResult,
+    "sqlite" => sqlx::sqlite::SqliteQueryResult,
+    "mariadb" => sqlx::mysql::MySqlQueryResult
+);
+
 impl<DB> Driver for DB
 where
     DB: Database,
+    DB::QueryResult: sealed::RowsAffected,
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
     DB::Arguments: IntoArguments<DB>,
     for<'q> &'q str: Encode<'q, DB> + Type<DB>,
@@ -443,6 +494,37 @@ where
     ) -> impl Future<Output = Result<Option<String>, sqlx::Error>> + Send + 'a {
         let query = text_query::<DB>(sql, binds);
         async move { Ok(query.fetch_optional(connection).await?.map(|(text,)| text)) }
+    }
+
+    fn execute_in<'a>(
+        connection: &'a mut Self::Connection,
+        sql: &'a Arc<str>,
+        binds: &'a [Bind<'a>],
+    ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send + 'a {
+        let query = binds.iter().fold(
+            sqlx::query::<DB>(AssertSqlSafe(sql.clone())),
+            |query, bind| match *bind {
+                Bind::Text(text) => query.bind(text),
+                Bind::Int(int) => query.bind(int),
+                Bind::OptText(text) => query.bind(text),
+                Bind::OptInt(int) => query.bind(int),
+                Bind::Bytes(bytes) => query.bind(bytes),
+            },
+        );
+        async move {
+            Ok(sealed::RowsAffected::rows(
+                &query.execute(connection).await?,
+            ))
+        }
+    }
+
+    fn fetch_taken_in<'a>(
+        connection: &'a mut Self::Connection,
+        sql: &'a Arc<str>,
+        binds: &'a [Bind<'a>],
+    ) -> impl Future<Output = Result<Option<TakenRow>, sqlx::Error>> + Send + 'a {
+        let query = row_query::<DB, TakenRow>(sql, binds);
+        async move { query.fetch_optional(connection).await }
     }
 
     fn fetch_taken<'a>(

@@ -8,8 +8,8 @@ use sqlx::{
     sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous},
 };
 
-use super::{Dialect, InboxTemplates, Sealed, micros, refuse_unusable, sealed::Templates};
-use crate::{Error, SqlStore, queries::statement};
+use super::{Bind, Dialect, InboxTemplates, Sealed, micros, refuse_unusable, sealed::Templates};
+use crate::{Error, GroupCommit, SqlStore, group_commit::Write, queries::statement};
 
 /// The SQLite dialect (feature `sqlite`): [`SqliteStore`](crate::SqliteStore).
 #[derive(Debug, Clone, Copy)]
@@ -18,8 +18,8 @@ pub struct Sqlite;
 /// Switches the database file to WAL mode.
 const WAL: &str = include_str!("../../queries/sqlite/wal.sql");
 
-/// Begins the migration's transaction with the write lock.
-const MIGRATE_BEGIN: &str = include_str!("../../queries/sqlite/migrate_begin.sql");
+/// Begins a transaction with the write lock: the migration's, a group commit's.
+const BEGIN_WRITE: &str = include_str!("../../queries/sqlite/begin_write.sql");
 
 /// The table's columns, in lower case (none: no table).
 const COLUMNS: &str = include_str!("../../queries/sqlite/columns.sql");
@@ -45,6 +45,9 @@ impl Dialect for Sqlite {
 
 impl Sealed for Sqlite {
     const MAX_CONNECTIONS: u32 = 8;
+    const GROUP_COMMIT: GroupCommit = GroupCommit::SQLITE;
+    // The group's transaction takes the write lock before its first statement reads.
+    const GROUP_BEGIN: Option<&'static str> = Some(BEGIN_WRITE);
     const SQL: Templates = Templates {
         claim: include_str!("../../queries/sqlite/claim.sql"),
         claim_binds: &[0, 1, 2, 3],
@@ -130,7 +133,7 @@ impl Sealed for Sqlite {
         // One writer at a time: `BEGIN IMMEDIATE` takes the write lock before reading.
         let mut transaction = store
             .pool()
-            .begin_with(AssertSqlSafe(statement(MIGRATE_BEGIN)))
+            .begin_with(AssertSqlSafe(statement(BEGIN_WRITE)))
             .await?;
         let migrated = async {
             let present: Vec<String> = sqlx::query_scalar(AssertSqlSafe(statement(COLUMNS)))
@@ -212,13 +215,13 @@ impl Sealed for Sqlite {
         let age = format!("-{}.{:06} seconds", micros / 1_000_000, micros % 1_000_000);
         let batch = i64::try_from(batch).unwrap_or(i64::MAX);
         let mut deleted = 0;
+        // Through the store's writer, which holds SQLite's one write lock most of the time
+        // under load: in its queue, a purge batch takes its turn instead of waiting for a gap.
         for sql in store.queries().purge.iter().flatten() {
-            deleted += sqlx::query(AssertSqlSafe(sql.clone()))
-                .bind(batch)
-                .bind(&age)
-                .execute(store.pool())
+            deleted += store
+                .write(Write::execute(sql, &[Bind::Int(batch), Bind::Text(&age)]))
                 .await?
-                .rows_affected();
+                .into_changed();
         }
         Ok(deleted)
     }
