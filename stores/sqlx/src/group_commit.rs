@@ -366,13 +366,16 @@ impl<D: Dialect> GroupCommitter<D> {
             receiver,
             carried: None,
         }));
+        let runtime = tokio::runtime::Handle::current();
         for _ in 0..self.settings.writers {
-            tokio::spawn(writer::<D>(
+            let writer = writer::<D>(
                 self.pool.clone(),
                 self.begin.clone(),
                 waiting.clone(),
                 self.settings,
-            ));
+            );
+            let runtime = runtime.clone();
+            tokio::task::spawn_blocking(move || runtime.block_on(writer));
         }
         *queue = Some(sender.clone());
         sender

@@ -90,7 +90,8 @@ use sangho_webhook::{
 };
 use sangho_webhook_redis::{RedisStore, redis};
 use sangho_webhook_sqlx::{
-    MariaDbStore, PostgresStore, SqliteStore,
+    GroupCommit, MariaDbStore, PostgresStore, SqlStore, SqliteStore,
+    dialect::Dialect,
     sqlx::{
         self, AssertSqlSafe, Database, Encode, Executor, FromRow, IntoArguments, Pool, Type,
         mysql::MySqlPoolOptions, postgres::PgPoolOptions, sqlite::SqlitePoolOptions,
@@ -888,6 +889,12 @@ fn run_tag() -> String {
     )
 }
 
+/// `store` with group commit off, as the layer's store and as an inbox.
+fn ungrouped<D: Dialect>(store: &SqlStore<D>) -> (Arc<dyn IdempotencyStore>, Arc<dyn Inbox>) {
+    let store = store.clone().with_group_commit(GroupCommit::OFF);
+    (Arc::new(store.clone()), Arc::new(store))
+}
+
 /// What a [`Backend`] leaves to clean up after the run.
 type Cleanup = Box<dyn FnOnce() -> BoxFuture<'static, Result<(), BoxError>> + Send>;
 
@@ -902,6 +909,8 @@ struct Backend {
     recipe: Arc<dyn Recipe>,
     /// Inbox mode on the store's table (SQL stores).
     inbox: Option<Arc<dyn Inbox>>,
+    /// The same store with group commit off, each write its own commit (SQL stores).
+    ungrouped: Option<(Arc<dyn IdempotencyStore>, Arc<dyn Inbox>)>,
     cleanup: Cleanup,
 }
 
@@ -997,6 +1006,7 @@ impl Kind {
                     store: Arc::new(store.clone()),
                     recipe: Arc::new(recipe),
                     inbox: Some(Arc::new(store.clone())),
+                    ungrouped: Some(ungrouped(&store)),
                     cleanup: Box::new(move || {
                         Box::pin(async move {
                             sqlx::raw_sql(AssertSqlSafe(drop)).execute(&pool).await?;
@@ -1032,6 +1042,7 @@ impl Kind {
                     store: Arc::new(store.clone()),
                     recipe: Arc::new(recipe),
                     inbox: Some(Arc::new(store.clone())),
+                    ungrouped: Some(ungrouped(&store)),
                     cleanup: Box::new(move || {
                         Box::pin(async move {
                             pool.close().await;
@@ -1069,6 +1080,7 @@ impl Kind {
                     store: Arc::new(store.clone()),
                     recipe: Arc::new(recipe),
                     inbox: Some(Arc::new(store.clone())),
+                    ungrouped: Some(ungrouped(&store)),
                     cleanup: Box::new(move || {
                         Box::pin(async move {
                             sqlx::raw_sql(AssertSqlSafe(drop)).execute(&pool).await?;
@@ -1099,6 +1111,7 @@ impl Kind {
                         prefix: format!("{prefix}recipe:"),
                     }),
                     inbox: None,
+                    ungrouped: None,
                     // The keys expire after the retention (10 minutes).
                     cleanup: Box::new(|| Box::pin(async { Ok(()) })),
                 }
@@ -1136,6 +1149,12 @@ fn report_pair(baseline: &Summary, layered: &Summary, failed: &mut Vec<String>, 
 /// of the per-round ratios (the variants ran in turns, so round `i` of each saw the same
 /// background load) with their range, and the latency ratios.
 fn report_against_recipe(name: &str, what: &str, layered: &[RunResult], raw: &[RunResult]) {
+    report_against(name, what, "raw recipe", layered, raw);
+}
+
+/// Prints `what` against `against` (rounds of the same run, taking turns): the median of the
+/// per-round requests/s ratios with their range, and the p50 and p99 latency ratios.
+fn report_against(name: &str, what: &str, against: &str, layered: &[RunResult], raw: &[RunResult]) {
     let ratios: Vec<f64> = layered
         .iter()
         .zip(raw)
@@ -1143,7 +1162,7 @@ fn report_against_recipe(name: &str, what: &str, layered: &[RunResult], raw: &[R
         .collect();
     let (layered, raw) = (Summary::of(layered), Summary::of(raw));
     eprintln!(
-        "  => {name}: {what} / raw recipe = {:.3}x requests/s (per-round ratios {:.3}–{:.3}); p50 {:.2}x, p99 {:.2}x",
+        "  => {name}: {what} / {against} = {:.3}x requests/s (per-round ratios {:.3}–{:.3}); p50 {:.2}x, p99 {:.2}x",
         median(&ratios),
         ratios.iter().copied().fold(f64::INFINITY, f64::min),
         ratios.iter().copied().fold(0.0, f64::max),
@@ -1267,6 +1286,10 @@ async fn main_async(args: Args) -> Result<(), BoxError> {
         // Per backend with an inbox: its receipt's rounds, workers stopped and running.
         let mut on_inboxes: Vec<(Vec<RunResult>, Vec<RunResult>)> =
             backends.iter().map(|_| (Vec::new(), Vec::new())).collect();
+        // Per backend with group commit: the layer's and the receipt's (workers stopped)
+        // rounds with it off.
+        let mut ungrouped_rounds: Vec<(Vec<RunResult>, Vec<RunResult>)> =
+            backends.iter().map(|_| (Vec::new(), Vec::new())).collect();
         for _ in 0..rounds {
             if in_memory {
                 baseline.push(run(Variant::Bare, load).await?);
@@ -1276,12 +1299,23 @@ async fn main_async(args: Args) -> Result<(), BoxError> {
                 let layer = layer_with(MokaStore::new())?;
                 moka.push(run(Variant::Layer(layer), load).await?);
             }
-            for ((backend, (layered, raw)), (stopped, working)) in
-                backends.iter().zip(&mut on_stores).zip(&mut on_inboxes)
+            for (((backend, (layered, raw)), (stopped, working)), (layered_off, stopped_off)) in
+                backends
+                    .iter()
+                    .zip(&mut on_stores)
+                    .zip(&mut on_inboxes)
+                    .zip(&mut ungrouped_rounds)
             {
                 let layer = layer_with(backend.store.clone())?;
                 layered.push(run(Variant::Layer(layer), load).await?);
                 raw.push(run(Variant::Recipe(backend.recipe.clone()), load).await?);
+                if let Some((store, inbox)) = &backend.ungrouped {
+                    let layer = layer_with(store.clone())?;
+                    layered_off.push(run(Variant::Layer(layer), load).await?);
+                    if inboxes {
+                        stopped_off.push(run_inbox(inbox, false, load).await?);
+                    }
+                }
                 if let Some(inbox) = &backend.inbox
                     && inboxes
                 {
@@ -1335,13 +1369,36 @@ async fn main_async(args: Args) -> Result<(), BoxError> {
                 None => check(&layered, &mut failed, &what),
             }
         }
-        for (((name, store_name), (layered, raw)), (stopped, working)) in
-            names.iter().zip(&on_stores).zip(&on_inboxes)
+        for (
+            (((name, store_name), (layered, raw)), (stopped, working)),
+            (layered_off, stopped_off),
+        ) in names
+            .iter()
+            .zip(&on_stores)
+            .zip(&on_inboxes)
+            .zip(&ungrouped_rounds)
         {
             let recipe = Summary::of(raw);
             recipe.print(&format!("raw recipe ({name})"));
             check(&recipe, &mut failed, &format!("{mix}, raw recipe ({name})"));
             report_against_recipe(name, "layer", layered, raw);
+            for (what, off, on) in [
+                ("layer", layered_off, layered),
+                ("inbox receipt, workers stopped", stopped_off, stopped),
+            ] {
+                if off.is_empty() {
+                    continue;
+                }
+                let summary = Summary::of(off);
+                summary.print(&format!("{what}, group commit off ({store_name})"));
+                check(
+                    &summary,
+                    &mut failed,
+                    &format!("{mix}, {what}, group commit off ({name})"),
+                );
+                report_against_recipe(name, &format!("{what}, group commit off"), off, raw);
+                report_against(name, what, "group commit off", on, off);
+            }
             for (label, rounds) in [("workers stopped", stopped), ("workers running", working)] {
                 if rounds.is_empty() {
                     continue;
