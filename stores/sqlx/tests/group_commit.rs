@@ -1,0 +1,277 @@
+//! Group commit on SQLite (on by default): the writes waiting together are written in one
+//! transaction, and each caller gets the answer its own statement gives.
+//!
+//! Each test gathers a group the same way: a connection of its own holds SQLite's write lock
+//! (a handler's transaction, `BEGIN IMMEDIATE`), so that the store's writer waits for the lock
+//! with its first write, while the test queues the others behind it. Once the lock is released
+//! the writer commits the first write, then everything queued meanwhile as one group.
+//! Not ignored: SQLite needs no server.
+
+mod common;
+
+use std::{sync::Arc, time::Duration};
+
+use bytes::Bytes;
+use common::sqlite_store_at;
+use sangho_webhook::{
+    inbox::{Inbox, Receipt, ReceivedEvent, TakeOrder},
+    store::{Claim, ClaimToken, Claimant, Completion, IdempotencyStore, StoreError},
+    testing::conformance::unique_event_id,
+};
+use sangho_webhook_sqlx::{
+    GroupCommit, SqliteStore,
+    sqlx::{self, Connection, Executor, sqlite::SqliteConnection},
+};
+use tokio::task::JoinSet;
+
+const LEASE: Duration = Duration::from_secs(30);
+const TYPE: &str = "charge.succeeded";
+
+/// A migrated store on a temporary file, and the file's URL.
+async fn store() -> (SqliteStore, String, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("group.db");
+    let store = sqlite_store_at(&path, 8).await;
+    store.migrate().await.unwrap();
+    assert!(store.group_commit().is_on(), "grouping is SQLite's default");
+    (store, format!("sqlite://{}", path.display()), dir)
+}
+
+/// A connection holding SQLite's write lock until it is committed.
+async fn hold_write_lock(url: &str) -> SqliteConnection {
+    let mut connection = SqliteConnection::connect(url).await.unwrap();
+    connection.execute("BEGIN IMMEDIATE").await.unwrap();
+    connection
+}
+
+/// Lets the lock go after the queued writes have had time to reach the queue.
+async fn release_write_lock(mut connection: SqliteConnection) {
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    connection.execute("COMMIT").await.unwrap();
+}
+
+async fn claim(store: &SqliteStore, id: &str, token: &ClaimToken) -> Result<Claim, StoreError> {
+    store.claim(Claimant::new(id, TYPE, token), LEASE).await
+}
+
+/// Starts a write that takes the writer into the wait for the lock; the writes spawned after
+/// it queue behind it.
+async fn occupy_the_writer(store: &SqliteStore, set: &mut JoinSet<()>) {
+    let store = store.clone();
+    set.spawn(async move {
+        let token = ClaimToken::generate();
+        let id = unique_event_id("first");
+        assert_eq!(claim(&store, &id, &token).await.unwrap(), Claim::Acquired);
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_of_one_id_in_one_group_acquire_once() {
+    let (store, url, _dir) = store().await;
+    let lock = hold_write_lock(&url).await;
+    let mut first = JoinSet::new();
+    occupy_the_writer(&store, &mut first).await;
+    let id = unique_event_id("same");
+    let mut claims = JoinSet::new();
+    for _ in 0..20 {
+        let (store, id) = (store.clone(), id.clone());
+        claims.spawn(async move { claim(&store, &id, &ClaimToken::generate()).await });
+    }
+    release_write_lock(lock).await;
+    first.join_all().await;
+    let answers: Vec<Claim> = claims
+        .join_all()
+        .await
+        .into_iter()
+        .map(|answer| answer.expect("no claim fails"))
+        .collect();
+    let acquired = answers.iter().filter(|c| **c == Claim::Acquired).count();
+    assert_eq!(acquired, 1, "{answers:?}");
+    assert!(
+        answers
+            .iter()
+            .all(|c| matches!(c, Claim::Acquired | Claim::InFlight))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_and_a_completion_of_one_id_in_one_group_answer_in_their_order() {
+    let (store, url, _dir) = store().await;
+    let (id, owner) = (unique_event_id("pair"), ClaimToken::generate());
+    assert_eq!(claim(&store, &id, &owner).await.unwrap(), Claim::Acquired);
+    let lock = hold_write_lock(&url).await;
+    let mut first = JoinSet::new();
+    occupy_the_writer(&store, &mut first).await;
+    let completion = tokio::spawn({
+        let (store, id) = (store.clone(), id.clone());
+        async move {
+            let claimant = Claimant::new(&id, TYPE, &owner);
+            IdempotencyStore::complete(&store, claimant, Duration::from_secs(3600)).await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let redelivery = tokio::spawn({
+        let (store, id) = (store.clone(), id.clone());
+        async move { claim(&store, &id, &ClaimToken::generate()).await }
+    });
+    release_write_lock(lock).await;
+    first.join_all().await;
+    assert_eq!(completion.await.unwrap().unwrap(), Completion::Recorded);
+    // Queued after the completion, in the same group: it sees the event completed.
+    assert_eq!(redelivery.await.unwrap().unwrap(), Claim::Completed);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn takes_in_one_group_never_take_two_events_of_one_key() {
+    let (store, url, _dir) = store().await;
+    let key = unique_event_id("object");
+    let body = Bytes::from_static(b"{}");
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let id = unique_event_id("keyed");
+        let event = ReceivedEvent::new(&id, TYPE, &body, &[], "/").with_ordering_key(Some(&key));
+        assert_eq!(store.receive(&event).await.unwrap(), Receipt::Stored);
+        ids.push(id);
+    }
+    let lock = hold_write_lock(&url).await;
+    let mut first = JoinSet::new();
+    occupy_the_writer(&store, &mut first).await;
+    let mut takes = JoinSet::new();
+    for _ in 0..8 {
+        let store = store.clone();
+        takes.spawn(async move {
+            let token = ClaimToken::generate();
+            store.take(&token, LEASE, TakeOrder::FreshFirst).await
+        });
+    }
+    release_write_lock(lock).await;
+    first.join_all().await;
+    let taken: Vec<String> = takes
+        .join_all()
+        .await
+        .into_iter()
+        .filter_map(|taken| taken.expect("no take fails"))
+        .map(|event| event.event_id)
+        .collect();
+    assert_eq!(taken, [ids[0].clone()], "only the key's first event");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_whose_caller_left_while_it_waited_is_never_made() {
+    let (store, url, _dir) = store().await;
+    let id = unique_event_id("left");
+    let lock = hold_write_lock(&url).await;
+    let mut first = JoinSet::new();
+    occupy_the_writer(&store, &mut first).await;
+    let gave_up = tokio::time::timeout(
+        Duration::from_millis(50),
+        claim(&store, &id, &ClaimToken::generate()),
+    )
+    .await;
+    assert!(gave_up.is_err(), "the claim waits for its group");
+    release_write_lock(lock).await;
+    first.join_all().await;
+    // The abandoned claim was never written: the event is free.
+    let later = ClaimToken::generate();
+    assert_eq!(claim(&store, &id, &later).await.unwrap(), Claim::Acquired);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_write_fails_alone_and_its_group_is_written() {
+    let (store, url, _dir) = store().await;
+    // A trigger that refuses one event id, as a constraint of the user's could.
+    let poison = unique_event_id("poison");
+    let trigger = format!(
+        "CREATE TRIGGER refuse_poison BEFORE INSERT ON processed_webhook_events \
+         WHEN NEW.event_id = '{poison}' BEGIN SELECT RAISE(ABORT, 'refused'); END"
+    );
+    sqlx::raw_sql(sqlx::AssertSqlSafe(trigger))
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let lock = hold_write_lock(&url).await;
+    let mut first = JoinSet::new();
+    occupy_the_writer(&store, &mut first).await;
+    let mut claims = JoinSet::new();
+    let ids: Vec<String> = (0..10).map(|_| unique_event_id("healthy")).collect();
+    for id in ids
+        .iter()
+        .take(5)
+        .chain([&poison])
+        .chain(ids.iter().skip(5))
+    {
+        let (store, id) = (store.clone(), id.clone());
+        claims.spawn(async move {
+            (
+                id.clone(),
+                claim(&store, &id, &ClaimToken::generate()).await,
+            )
+        });
+    }
+    release_write_lock(lock).await;
+    first.join_all().await;
+    for (id, answer) in claims.join_all().await {
+        match id == poison {
+            true => assert!(answer.is_err(), "the refused claim fails: {answer:?}"),
+            false => assert_eq!(answer.unwrap(), Claim::Acquired, "{id}"),
+        }
+    }
+    // And they are durable: a new pool sees each as in flight.
+    store.pool().close().await;
+    let reopened = SqliteStore::connect(&url).await.unwrap();
+    for id in &ids {
+        assert_eq!(
+            claim(&reopened, id, &ClaimToken::generate()).await.unwrap(),
+            Claim::InFlight
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_transaction_holding_the_lock_fails_no_grouped_write() {
+    let (store, url, _dir) = store().await;
+    // Unbatched, each claim would wait for the lock through the busy timeout (2 s); grouped,
+    // they wait for it once, together, and none fails.
+    let lock = hold_write_lock(&url).await;
+    let mut claims = JoinSet::new();
+    for _ in 0..50 {
+        let store = store.clone();
+        claims.spawn(async move {
+            let started = tokio::time::Instant::now();
+            let answer = claim(&store, &unique_event_id("held"), &ClaimToken::generate()).await;
+            (answer, started.elapsed())
+        });
+    }
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    lock_commit(lock).await;
+    for (answer, waited) in claims.join_all().await {
+        assert_eq!(answer.expect("no claim fails"), Claim::Acquired);
+        assert!(
+            waited < Duration::from_millis(1_800),
+            "answered after {waited:?}"
+        );
+    }
+}
+
+async fn lock_commit(mut connection: SqliteConnection) {
+    connection.execute("COMMIT").await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_grouping_off_each_write_commits_alone() {
+    let (store, _url, _dir) = store().await;
+    let store = store.with_group_commit(GroupCommit::OFF);
+    assert!(!store.group_commit().is_on());
+    let store = Arc::new(store);
+    let mut claims = JoinSet::new();
+    for _ in 0..20 {
+        let store = store.clone();
+        claims.spawn(async move {
+            claim(&store, &unique_event_id("off"), &ClaimToken::generate()).await
+        });
+    }
+    for answer in claims.join_all().await {
+        assert_eq!(answer.unwrap(), Claim::Acquired);
+    }
+}
