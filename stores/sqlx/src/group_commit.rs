@@ -366,16 +366,33 @@ impl<D: Dialect> GroupCommitter<D> {
             receiver,
             carried: None,
         }));
+        // Each writer runs on a thread of its own, so that it is never queued behind the
+        // server's tasks between two statements (a busy runtime can delay a task woken by a
+        // connection's thread for milliseconds). Not a blocking task of the runtime: a store
+        // that outlives its runtime must not keep the runtime's shutdown waiting.
         let runtime = tokio::runtime::Handle::current();
         for _ in 0..self.settings.writers {
-            let writer = writer::<D>(
+            let task = writer::<D>(
                 self.pool.clone(),
                 self.begin.clone(),
                 waiting.clone(),
                 self.settings,
             );
-            let runtime = runtime.clone();
-            tokio::task::spawn_blocking(move || runtime.block_on(writer));
+            let on_thread = {
+                let runtime = runtime.clone();
+                std::thread::Builder::new()
+                    .name("sangho-group-commit".to_owned())
+                    .spawn(move || runtime.block_on(task))
+            };
+            if let Err(error) = on_thread {
+                tracing::warn!(%error, "no thread for the group commit's writer: it runs as a task");
+                runtime.spawn(writer::<D>(
+                    self.pool.clone(),
+                    self.begin.clone(),
+                    waiting.clone(),
+                    self.settings,
+                ));
+            }
         }
         *queue = Some(sender.clone());
         sender

@@ -42,7 +42,8 @@ use crate::{
 /// | `expires_at` | in flight: the end of the lease; completed: the end of the retention |
 ///
 /// A record whose `expires_at` has passed counts as no record at all. Each operation is one
-/// statement:
+/// statement (committed on its own, or with other callers' in one commit: see
+/// [`with_group_commit`](Self::with_group_commit)):
 ///
 /// - **claim**: `INSERT … ON CONFLICT (event_id) DO UPDATE … <only if the row's expiry has
 ///   passed> RETURNING …`: atomic and race-free, among any number of concurrent claims of one
