@@ -971,7 +971,7 @@ impl Kind {
     }
 
     /// Opens the store and its recipe, each on a fresh table (or key prefix).
-    async fn open(self) -> Result<Backend, BoxError> {
+    async fn open(self, group_max: Option<usize>) -> Result<Backend, BoxError> {
         let url = match self.url_variable() {
             Some(variable) => std::env::var(variable)
                 .map_err(|_| format!("{} is listed but {variable} is not set", self.name()))?,
@@ -1020,7 +1020,10 @@ impl Kind {
             Self::Sqlite => {
                 let dir = tempfile::tempdir()?;
                 let url = |file: &str| format!("sqlite://{}", dir.path().join(file).display());
-                let store = SqliteStore::connect(&url("store.db")).await?;
+                let mut store = SqliteStore::connect(&url("store.db")).await?;
+                if let Some(max) = group_max {
+                    store = store.with_group_commit(GroupCommit::SQLITE.with_max_operations(max));
+                }
                 store.migrate().await?;
                 // As `SqliteStore::connect` opens its pool: WAL, `synchronous = FULL`.
                 let pool = SqlitePoolOptions::new()
@@ -1219,6 +1222,9 @@ struct Args {
         default_value_t = 0
     )]
     drain_keys: usize,
+    /// The most writes per group commit of the SQLite store [default: GroupCommit::SQLITE's]
+    #[arg(long, value_name = "N", env = "SANGHO_LOAD_GROUP_MAX")]
+    group_max: Option<usize>,
     /// 0 leaves out inbox mode's receipt (workers stopped, then running) on the SQL stores
     #[arg(
         long,
@@ -1274,7 +1280,7 @@ async fn main_async(args: Args) -> Result<(), BoxError> {
         eprintln!("{mix}:");
         let mut backends = Vec::with_capacity(kinds.len());
         for kind in &kinds {
-            backends.push(kind.open().await?);
+            backends.push(kind.open(args.group_max).await?);
         }
         // The variants take turns, round after round, so that the machine's background load
         // falls on all of them alike.
@@ -1417,7 +1423,7 @@ async fn main_async(args: Args) -> Result<(), BoxError> {
     if args.drain > 0 {
         eprintln!("inbox drain:");
         for kind in &kinds {
-            let backend = kind.open().await?;
+            let backend = kind.open(args.group_max).await?;
             if let Some(inbox) = &backend.inbox {
                 drain(backend.name, inbox, args.drain, args.drain_keys).await?;
             }
