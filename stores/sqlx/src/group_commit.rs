@@ -23,7 +23,9 @@ use crate::{
 
 /// How a store groups concurrent writes into one commit (see the crate's README, "Group
 /// commit"). [`SqliteStore`](crate::SqliteStore) groups by default
-/// ([`GroupCommit::SQLITE`]); [`GroupCommit::OFF`] writes each operation in its own commit.
+/// ([`GroupCommit::SQLITE`]); [`PostgresStore`](crate::PostgresStore) and `MariaDbStore` do
+/// not ([`GroupCommit::OFF`]: each operation in its own commit), and
+/// [`GroupCommit::POSTGRES`] turns it on for PostgreSQL.
 ///
 /// ```
 /// # #[cfg(feature = "sqlite")] {
@@ -59,12 +61,13 @@ impl GroupCommit {
         writers: 1,
     };
 
-    /// PostgreSQL's default: four commits at once (each on a connection of the pool), up to
-    /// 64 writes or 4 MiB of bound values each.
+    /// For PostgreSQL (not its default, which is [`OFF`](Self::OFF)): two commits at once,
+    /// each on a connection of the pool, up to 64 writes or 4 MiB of bound values each. See
+    /// the crate's README for what it gains and costs.
     pub const POSTGRES: Self = Self {
         max_operations: 64,
         max_bytes: 4 << 20,
-        writers: 4,
+        writers: 2,
     };
 
     /// At most `operations` writes per commit (at least 1; 1 turns grouping off).
@@ -343,8 +346,17 @@ impl Write {
 
     /// Runs the write in a transaction of its own.
     async fn run_alone<DB: Driver>(&self, pool: &Pool<DB>) -> Result<Answer, sqlx::Error> {
+        self.run_on_pool(pool, false).await
+    }
+
+    /// Runs the write in a transaction of its own, as in a group if `as_grouped`.
+    async fn run_on_pool<DB: Driver>(
+        &self,
+        pool: &Pool<DB>,
+        as_grouped: bool,
+    ) -> Result<Answer, sqlx::Error> {
         let mut connection = pool.acquire().await?;
-        self.run::<DB>(&mut connection, false).await
+        self.run::<DB>(&mut connection, as_grouped).await
     }
 }
 
@@ -448,10 +460,12 @@ impl<D: Dialect> GroupCommitter<D> {
 
     /// Starts the writers: their queues.
     fn start_writers(&self) -> Vec<mpsc::UnboundedSender<Queued>> {
-        // Each writer runs on a thread of its own, so that it is never queued behind the
-        // server's tasks between two statements (a busy runtime can delay a task woken by a
-        // connection's thread for milliseconds). Not a blocking task of the runtime: a store
-        // that outlives its runtime must not keep the runtime's shutdown waiting.
+        // Where the connection runs on a thread of its own (SQLite), each writer does too, so
+        // that it is never queued behind the server's tasks between two statements (a busy
+        // runtime can delay a task woken by another thread for milliseconds). Not a blocking
+        // task of the runtime: a store that outlives its runtime must not keep the runtime's
+        // shutdown waiting. Where the connection is a socket of the runtime (PostgreSQL), a
+        // thread would only add a hop to each round trip: the writer is a task.
         let runtime = tokio::runtime::Handle::current();
         let writer = |receiver| {
             let waiting = Waiting {
@@ -468,6 +482,10 @@ impl<D: Dialect> GroupCommitter<D> {
         (0..self.settings.writers)
             .map(|_| {
                 let (sender, receiver) = mpsc::unbounded_channel();
+                if !D::GROUP_WRITER_THREAD {
+                    runtime.spawn(writer(receiver));
+                    return sender;
+                }
                 let task = writer(receiver);
                 let runtime_of_thread = runtime.clone();
                 let on_thread = std::thread::Builder::new()
@@ -545,14 +563,18 @@ async fn writer<D: Dialect>(
 async fn commit<D: Dialect>(pool: &Pool<D::Database>, framing: &Framing, mut group: Vec<Queued>) {
     // A caller that has gone will never read its answer: its write is not made.
     group.retain(|queued| !queued.reply.is_closed());
-    // A lone write runs as it would ungrouped, unless the group's transaction bounds its lock
-    // waits (a write of its own could otherwise hold up the writer behind a row lock).
-    if group.len() <= 1 && framing.open.is_none() {
+    // A lone write runs as it would ungrouped, in one statement. Where groups bound their
+    // lock waits, it runs as in a group (its statement bounds its own), and if it fails, its
+    // caller runs it again alone: the writer never waits long behind a row lock.
+    if group.len() <= 1 {
+        let bounded = framing.open.is_some();
         for queued in group {
-            let answer = queued.write.run_alone(pool).await;
-            let _ = queued
-                .reply
-                .send(Reply::Done(answer.map_err(WriteError::Database)));
+            let reply = match queued.write.run_on_pool(pool, bounded).await {
+                Ok(answer) => Reply::Done(Ok(answer)),
+                Err(_) if bounded => Reply::RunAlone(queued.write),
+                Err(error) => Reply::Done(Err(WriteError::Database(error))),
+            };
+            let _ = queued.reply.send(reply);
         }
         return;
     }

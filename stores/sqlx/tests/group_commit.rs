@@ -1,4 +1,4 @@
-//! Group commit (on by default on SQLite and PostgreSQL): the writes waiting together are
+//! Group commit (on by default on SQLite; `GroupCommit::POSTGRES` on PostgreSQL): the writes waiting together are
 //! written in one transaction, and each caller gets the answer its own statement gives.
 //!
 //! On SQLite:
@@ -285,8 +285,8 @@ async fn with_grouping_off_each_write_commits_alone() {
 async fn a_row_held_by_a_handler_transaction_holds_up_no_other_claim_on_postgres() {
     let store = postgres_store("group_held", 16).await;
     assert!(
-        store.group_commit().is_on(),
-        "grouping is PostgreSQL's default"
+        !store.group_commit().is_on(),
+        "PostgreSQL groups only when told to"
     );
     let (held, owner) = (unique_event_id("held"), ClaimToken::generate());
     let claimant = Claimant::new(&held, TYPE, &owner);

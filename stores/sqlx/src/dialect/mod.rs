@@ -123,6 +123,10 @@ mod sealed {
         /// statements are the default ones, each one statement on the pool.
         const GROUP_INBOX: bool = true;
 
+        /// Whether a group commit's writers run on threads of their own (where the connection
+        /// answers from a thread of its own) rather than as tasks of the runtime.
+        const GROUP_WRITER_THREAD: bool = false;
+
         /// The statement that opens a group's transaction after its `BEGIN` (PostgreSQL: the
         /// group's short lock timeout), if any.
         const GROUP_OPEN: Option<&'static str> = None;
