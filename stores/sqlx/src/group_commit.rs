@@ -14,7 +14,7 @@
 use std::{fmt, sync::Arc};
 
 use sqlx::{AssertSqlSafe, Pool};
-use tokio::sync::{Mutex, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 
 use crate::{
     dialect::{Bind, Dialect, Driver, TakenRow},
@@ -23,7 +23,9 @@ use crate::{
 
 /// How a store groups concurrent writes into one commit (see the crate's README, "Group
 /// commit"). [`SqliteStore`](crate::SqliteStore) groups by default
-/// ([`GroupCommit::SQLITE`]); [`GroupCommit::OFF`] writes each operation in its own commit.
+/// ([`GroupCommit::SQLITE`]); [`PostgresStore`](crate::PostgresStore) and `MariaDbStore` do
+/// not ([`GroupCommit::OFF`]: each operation in its own commit), and
+/// [`GroupCommit::POSTGRES`] turns it on for PostgreSQL.
 ///
 /// ```
 /// # #[cfg(feature = "sqlite")] {
@@ -57,6 +59,15 @@ impl GroupCommit {
         max_operations: 64,
         max_bytes: 4 << 20,
         writers: 1,
+    };
+
+    /// For PostgreSQL (not its default, which is [`OFF`](Self::OFF)): two commits at once,
+    /// each on a connection of the pool, up to 64 writes or 4 MiB of bound values each. See
+    /// the crate's README for what it gains and costs.
+    pub const POSTGRES: Self = Self {
+        max_operations: 64,
+        max_bytes: 4 << 20,
+        writers: 2,
     };
 
     /// At most `operations` writes per commit (at least 1; 1 turns grouping off).
@@ -173,6 +184,13 @@ pub(crate) struct Write {
     answer: AnswerKind,
     /// A statement to run, with the first bind, when `sql` answers no row (the claim's state).
     otherwise: Option<Arc<str>>,
+    /// The statement to run instead of `sql` in a group (with the group's lock timeout).
+    grouped: Option<Arc<str>>,
+    /// Never grouped: run on its own.
+    alone: bool,
+    /// Which writer takes it (a hash of its event id or ordering key): the writes of one
+    /// event never wait for each other's row locks across two writers' open transactions.
+    lane: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -236,6 +254,9 @@ impl Write {
             binds: binds.iter().copied().map(Value::of).collect(),
             answer: AnswerKind::Text,
             otherwise: None,
+            grouped: None,
+            alone: false,
+            lane: None,
         }
     }
 
@@ -256,6 +277,31 @@ impl Write {
         }
     }
 
+    /// Runs `grouped` instead of the statement when the write is part of a group.
+    pub(crate) fn grouped_as(self, grouped: &Arc<str>) -> Self {
+        Self {
+            grouped: Some(grouped.clone()),
+            ..self
+        }
+    }
+
+    /// Puts the write in the lane of `key` (an event id, an ordering key): the writes of one
+    /// key are grouped by one writer, in the order they were queued.
+    pub(crate) fn in_lane_of(self, key: &str) -> Self {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        key.hash(&mut hasher);
+        Self {
+            lane: Some(hasher.finish()),
+            ..self
+        }
+    }
+
+    /// Never groups the write when `alone`: it runs in a transaction of its own.
+    pub(crate) fn alone_if(self, alone: bool) -> Self {
+        Self { alone, ..self }
+    }
+
     /// Runs `otherwise` with the first bind when the statement answers no row.
     pub(crate) fn otherwise(self, otherwise: Option<&Arc<str>>) -> Self {
         Self {
@@ -272,17 +318,22 @@ impl Write {
     async fn run<DB: Driver>(
         &self,
         connection: &mut DB::Connection,
+        in_group: bool,
     ) -> Result<Answer, sqlx::Error> {
         let binds: Vec<Bind<'_>> = self.binds.iter().map(Value::bind).collect();
+        let sql = match (&self.grouped, in_group) {
+            (Some(grouped), true) => grouped,
+            _ => &self.sql,
+        };
         match self.answer {
             AnswerKind::Changed => Ok(Answer::Changed(
-                DB::execute_in(connection, &self.sql, &binds).await?,
+                DB::execute_in(connection, sql, &binds).await?,
             )),
             AnswerKind::Taken => Ok(Answer::Taken(
-                DB::fetch_taken_in(connection, &self.sql, &binds).await?,
+                DB::fetch_taken_in(connection, sql, &binds).await?,
             )),
             AnswerKind::Text => {
-                let text = DB::fetch_text_in(connection, &self.sql, &binds).await?;
+                let text = DB::fetch_text_in(connection, sql, &binds).await?;
                 match (&text, &self.otherwise) {
                     (None, Some(otherwise)) => Ok(Answer::Text(
                         DB::fetch_text_in(connection, otherwise, &binds[..1]).await?,
@@ -295,24 +346,44 @@ impl Write {
 
     /// Runs the write in a transaction of its own.
     async fn run_alone<DB: Driver>(&self, pool: &Pool<DB>) -> Result<Answer, sqlx::Error> {
+        self.run_on_pool(pool, false).await
+    }
+
+    /// Runs the write in a transaction of its own, as in a group if `as_grouped`.
+    async fn run_on_pool<DB: Driver>(
+        &self,
+        pool: &Pool<DB>,
+        as_grouped: bool,
+    ) -> Result<Answer, sqlx::Error> {
         let mut connection = pool.acquire().await?;
-        self.run::<DB>(&mut connection).await
+        self.run::<DB>(&mut connection, as_grouped).await
     }
 }
 
 /// A write waiting for its group, and where its answer goes.
 struct Queued {
     write: Write,
-    reply: oneshot::Sender<Result<Answer, WriteError>>,
+    reply: oneshot::Sender<Reply>,
+}
+
+/// What a writer tells a write's caller.
+enum Reply {
+    /// The write's answer (or its failure), once its group is committed.
+    Done(Result<Answer, WriteError>),
+    /// The group failed on a statement and was rolled back: the caller runs the write alone.
+    RunAlone(Write),
 }
 
 /// The queue of one store's writes, and its writer tasks (started on the first write).
 pub(crate) struct GroupCommitter<D: Dialect> {
     pool: Pool<D::Database>,
     settings: GroupCommit,
-    /// The statement that begins a group's transaction (`None`: the database's default).
-    begin: Option<Arc<str>>,
-    queue: std::sync::Mutex<Option<mpsc::UnboundedSender<Queued>>>,
+    /// How a group's transaction begins.
+    framing: Framing,
+    /// One queue per writer, once they run.
+    queues: std::sync::Mutex<Vec<mpsc::UnboundedSender<Queued>>>,
+    /// The next writer of a write without a lane.
+    next: std::sync::atomic::AtomicUsize,
 }
 
 impl<D: Dialect> fmt::Debug for GroupCommitter<D> {
@@ -328,8 +399,12 @@ impl<D: Dialect> GroupCommitter<D> {
         Self {
             pool,
             settings,
-            begin: D::GROUP_BEGIN.map(|begin| statement(begin).into()),
-            queue: std::sync::Mutex::new(None),
+            framing: Framing {
+                begin: D::GROUP_BEGIN.map(|begin| statement(begin).into()),
+                open: D::GROUP_OPEN.map(|open| statement(open).into()),
+            },
+            queues: std::sync::Mutex::new(Vec::new()),
+            next: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
@@ -340,67 +415,102 @@ impl<D: Dialect> GroupCommitter<D> {
     /// Writes `write`, in a group with whatever else is waiting when grouping is on: its
     /// answer, once the write is durable.
     pub(crate) async fn write(&self, write: Write) -> Result<Answer, WriteError> {
-        if !self.settings.is_on() {
+        if !self.settings.is_on() || write.alone {
             return write
                 .run_alone(&self.pool)
                 .await
                 .map_err(WriteError::Database);
         }
         let (reply, answer) = oneshot::channel();
-        self.sender()
-            .send(Queued { write, reply })
-            .unwrap_or_else(|_| unreachable!("the writers run while the queue is open"));
+        if let Err(unsent) = self.sender(write.lane).send(Queued { write, reply }) {
+            // Its writer ended (its runtime shut down) since: the write runs alone.
+            let write = unsent.0.write;
+            return write
+                .run_alone(&self.pool)
+                .await
+                .map_err(WriteError::Database);
+        }
         // The writers answer every write they take; they stop only with their runtime.
-        answer
-            .await
-            .unwrap_or_else(|_| Err(WriteError::Database(sqlx::Error::WorkerCrashed)))
+        match answer.await {
+            Ok(Reply::Done(answer)) => answer,
+            Ok(Reply::RunAlone(write)) => write
+                .run_alone(&self.pool)
+                .await
+                .map_err(WriteError::Database),
+            Err(_) => Err(WriteError::Database(sqlx::Error::WorkerCrashed)),
+        }
     }
 
-    /// The queue, with its writers started (again, after the runtime that ran them ended).
-    fn sender(&self) -> mpsc::UnboundedSender<Queued> {
-        let mut queue = self
-            .queue
+    /// The queue of the writer of `lane` (any, for none), with the writers started (again,
+    /// after the runtime that ran them ended).
+    fn sender(&self, lane: Option<u64>) -> mpsc::UnboundedSender<Queued> {
+        let mut queues = self
+            .queues
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(sender) = queue.as_ref().filter(|sender| !sender.is_closed()) {
-            return sender.clone();
+        if queues.is_empty() || queues.iter().any(mpsc::UnboundedSender::is_closed) {
+            *queues = self.start_writers();
         }
-        let (sender, receiver) = mpsc::unbounded_channel();
-        let waiting = Arc::new(Mutex::new(Waiting {
-            receiver,
-            carried: None,
-        }));
-        // Each writer runs on a thread of its own, so that it is never queued behind the
-        // server's tasks between two statements (a busy runtime can delay a task woken by a
-        // connection's thread for milliseconds). Not a blocking task of the runtime: a store
-        // that outlives its runtime must not keep the runtime's shutdown waiting.
-        let runtime = tokio::runtime::Handle::current();
-        for _ in 0..self.settings.writers {
-            let task = writer::<D>(
-                self.pool.clone(),
-                self.begin.clone(),
-                waiting.clone(),
-                self.settings,
-            );
-            let on_thread = {
-                let runtime = runtime.clone();
-                std::thread::Builder::new()
-                    .name("sangho-group-commit".to_owned())
-                    .spawn(move || runtime.block_on(task))
-            };
-            if let Err(error) = on_thread {
-                tracing::warn!(%error, "no thread for the group commit's writer: it runs as a task");
-                runtime.spawn(writer::<D>(
-                    self.pool.clone(),
-                    self.begin.clone(),
-                    waiting.clone(),
-                    self.settings,
-                ));
-            }
-        }
-        *queue = Some(sender.clone());
-        sender
+        let index = match lane {
+            Some(lane) => lane as usize,
+            None => self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        } % queues.len();
+        queues[index].clone()
     }
+
+    /// Starts the writers: their queues.
+    fn start_writers(&self) -> Vec<mpsc::UnboundedSender<Queued>> {
+        // Where the connection runs on a thread of its own (SQLite), each writer does too, so
+        // that it is never queued behind the server's tasks between two statements (a busy
+        // runtime can delay a task woken by another thread for milliseconds). Not a blocking
+        // task of the runtime: a store that outlives its runtime must not keep the runtime's
+        // shutdown waiting. Where the connection is a socket of the runtime (PostgreSQL), a
+        // thread would only add a hop to each round trip: the writer is a task.
+        let runtime = tokio::runtime::Handle::current();
+        let writer = |receiver| {
+            let waiting = Waiting {
+                receiver,
+                carried: None,
+            };
+            writer::<D>(
+                self.pool.clone(),
+                self.framing.clone(),
+                waiting,
+                self.settings,
+            )
+        };
+        (0..self.settings.writers)
+            .map(|_| {
+                let (sender, receiver) = mpsc::unbounded_channel();
+                if !D::GROUP_WRITER_THREAD {
+                    runtime.spawn(writer(receiver));
+                    return sender;
+                }
+                let task = writer(receiver);
+                let runtime_of_thread = runtime.clone();
+                let on_thread = std::thread::Builder::new()
+                    .name("sangho-group-commit".to_owned())
+                    .spawn(move || runtime_of_thread.block_on(task));
+                match on_thread {
+                    Ok(_) => sender,
+                    Err(error) => {
+                        tracing::warn!(%error, "no thread for a group commit writer: it runs as a task");
+                        let (sender, receiver) = mpsc::unbounded_channel();
+                        runtime.spawn(writer(receiver));
+                        sender
+                    }
+                }
+            })
+            .collect()
+    }
+}
+
+/// How a group's transaction begins: its `BEGIN` (`None`: the database's default), and the
+/// statement that opens it, if any.
+#[derive(Debug, Clone)]
+struct Framing {
+    begin: Option<Arc<str>>,
+    open: Option<Arc<str>>,
 }
 
 /// The writes waiting for a writer: the queue, and a write that did not fit the last group.
@@ -437,54 +547,58 @@ impl Waiting {
 /// One writer: takes a group at a time and commits it, until the store is gone.
 async fn writer<D: Dialect>(
     pool: Pool<D::Database>,
-    begin: Option<Arc<str>>,
-    waiting: Arc<Mutex<Waiting>>,
+    framing: Framing,
+    mut waiting: Waiting,
     settings: GroupCommit,
 ) {
     loop {
-        let Some(group) = waiting.lock().await.next_group(settings).await else {
+        let Some(group) = waiting.next_group(settings).await else {
             return;
         };
-        commit::<D>(&pool, begin.as_ref(), group).await;
+        commit::<D>(&pool, &framing, group).await;
     }
 }
 
 /// Writes `group` in one transaction and answers each write once it is committed.
-async fn commit<D: Dialect>(
-    pool: &Pool<D::Database>,
-    begin: Option<&Arc<str>>,
-    mut group: Vec<Queued>,
-) {
+async fn commit<D: Dialect>(pool: &Pool<D::Database>, framing: &Framing, mut group: Vec<Queued>) {
     // A caller that has gone will never read its answer: its write is not made.
     group.retain(|queued| !queued.reply.is_closed());
+    // A lone write runs as it would ungrouped, in one statement. Where groups bound their
+    // lock waits, it runs as in a group (its statement bounds its own), and if it fails, its
+    // caller runs it again alone: the writer never waits long behind a row lock.
     if group.len() <= 1 {
+        let bounded = framing.open.is_some();
         for queued in group {
-            let answer = queued.write.run_alone(pool).await;
-            let _ = queued.reply.send(answer.map_err(WriteError::Database));
+            let reply = match queued.write.run_on_pool(pool, bounded).await {
+                Ok(answer) => Reply::Done(Ok(answer)),
+                Err(_) if bounded => Reply::RunAlone(queued.write),
+                Err(error) => Reply::Done(Err(WriteError::Database(error))),
+            };
+            let _ = queued.reply.send(reply);
         }
         return;
     }
-    match in_one_transaction::<D>(pool, begin, &group).await {
+    let answer = |queued: Queued, answer| {
+        let _ = queued.reply.send(Reply::Done(answer));
+    };
+    match in_one_transaction::<D>(pool, framing, &group).await {
         Ok(answers) => {
-            for (queued, answer) in group.into_iter().zip(answers) {
-                let _ = queued.reply.send(Ok(answer));
+            for (queued, answered) in group.into_iter().zip(answers) {
+                answer(queued, Ok(answered));
             }
         }
         Err(Failed::Statement(error)) => {
+            // Nothing of the group was written. Each caller runs its own write alone, on a
+            // connection of its own: only the failing one fails again, and one that waits
+            // for a lock (under the store's own lock timeout) holds up nobody else.
             tracing::debug!(%error, writes = group.len(), "a write of a group failed: each runs on its own");
             for queued in group {
-                if queued.reply.is_closed() {
-                    continue;
-                }
-                let answer = queued.write.run_alone(pool).await;
-                let _ = queued.reply.send(answer.map_err(WriteError::Database));
+                let _ = queued.reply.send(Reply::RunAlone(queued.write));
             }
         }
         Err(Failed::Begin(sqlx::Error::PoolTimedOut)) => {
             for queued in group {
-                let _ = queued
-                    .reply
-                    .send(Err(WriteError::Database(sqlx::Error::PoolTimedOut)));
+                answer(queued, Err(WriteError::Database(sqlx::Error::PoolTimedOut)));
             }
         }
         Err(Failed::Begin(error) | Failed::Commit(error)) => {
@@ -494,7 +608,7 @@ async fn commit<D: Dialect>(
             };
             tracing::warn!(error = %failed.source, writes = group.len(), "a group commit failed");
             for queued in group {
-                let _ = queued.reply.send(Err(WriteError::Group(failed.clone())));
+                answer(queued, Err(WriteError::Group(failed.clone())));
             }
         }
     }
@@ -510,17 +624,25 @@ enum Failed {
 /// Runs each write of `group` in one transaction and commits it: their answers.
 async fn in_one_transaction<D: Dialect>(
     pool: &Pool<D::Database>,
-    begin: Option<&Arc<str>>,
+    framing: &Framing,
     group: &[Queued],
 ) -> Result<Vec<Answer>, Failed> {
-    let mut transaction = match begin {
+    let mut transaction = match &framing.begin {
         Some(begin) => pool.begin_with(AssertSqlSafe(begin.to_string())).await,
         None => pool.begin().await,
     }
     .map_err(Failed::Begin)?;
+    if let Some(open) = &framing.open {
+        let opened = <D::Database as Driver>::execute_in(&mut transaction, open, &[]).await;
+        opened.map_err(Failed::Begin)?;
+    }
     let mut answers = Vec::with_capacity(group.len());
     for queued in group {
-        match queued.write.run::<D::Database>(&mut *transaction).await {
+        match queued
+            .write
+            .run::<D::Database>(&mut transaction, true)
+            .await
+        {
             Ok(answer) => answers.push(answer),
             Err(error) => {
                 let _ = transaction.rollback().await;

@@ -177,25 +177,32 @@ impl<D: Dialect> SqlStore<D> {
     }
 
     /// Runs one of inbox mode's writes (a receipt, a take's settlement): in a group commit,
-    /// where the dialect's statements allow it.
+    /// where the dialect's statements allow it, by the writer of `lane` (the event's id, or
+    /// its ordering key).
     async fn inbox_write(
         &self,
         query: &Query,
         binds: &[Bind<'_>],
+        lane: &str,
     ) -> Result<Option<String>, StoreError> {
         if !D::GROUP_INBOX {
             return self.inbox_text(query, binds).await;
         }
         let binds = query.binds(binds);
-        self.write(Write::text(&query.sql, &binds))
+        self.write(Write::text(&query.sql, &binds).in_lane_of(lane))
             .await
             .map(Answer::into_text)
             .map_err(|error| self.write_error(error))
     }
 
-    /// Runs an owner-checked write: whether the token held the event.
+    /// Runs an owner-checked write of the event whose id is the first of `binds`: whether the
+    /// token held the event.
     async fn inbox_owned(&self, query: &Query, binds: &[Bind<'_>]) -> Result<bool, StoreError> {
-        Ok(self.inbox_write(query, binds).await?.is_some())
+        let event_id = match binds.first() {
+            Some(Bind::Text(event_id)) => event_id,
+            _ => "",
+        };
+        Ok(self.inbox_write(query, binds, event_id).await?.is_some())
     }
 
     /// The state of an event the inbox holds, after a replay or a discard that changed nothing.
@@ -221,7 +228,10 @@ impl<D: Dialect> Inbox for SqlStore<D> {
         let receive = &self.inbox()?.receive;
         let status = match D::GROUP_INBOX {
             // The receipt's statement locks its key itself, or needs no lock.
-            true => self.inbox_write(receive, &binds).await?,
+            true => {
+                let lane = event.ordering_key.unwrap_or(event.event_id);
+                self.inbox_write(receive, &binds, lane).await?
+            }
             false => D::inbox_in_key_order(self, receive, &binds, key)
                 .await
                 .map_err(|error| self.store_error(error))?,
@@ -261,7 +271,11 @@ impl<D: Dialect> Inbox for SqlStore<D> {
         ];
         let row = match D::GROUP_INBOX {
             true => self
-                .write(Write::take(&query.sql, &query.binds(&binds)))
+                .write(
+                    // A take commits asynchronously where the dialect lets it.
+                    Write::take(&query.sql, &query.binds(&binds))
+                        .alone_if(self.commits_asynchronously(true)),
+                )
                 .await
                 .map(Answer::into_taken)
                 .map_err(|error| self.write_error(error))?,

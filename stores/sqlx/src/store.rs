@@ -99,6 +99,8 @@ pub struct SqlStore<D: Dialect> {
     lock_timeout: Duration,
     adopted_retention: Duration,
     queries: Arc<Queries>,
+    /// The same statements as a group commit runs them: with the group's lock timeout.
+    grouped: Arc<Queries>,
     /// Wakes this process's inbox workers: a receipt, a replay, a notification.
     inbox_wake: Arc<Notify>,
     /// Set once the store listens for other processes' notifications.
@@ -131,6 +133,7 @@ impl<D: Dialect> Clone for SqlStore<D> {
             lock_timeout: self.lock_timeout,
             adopted_retention: self.adopted_retention,
             queries: self.queries.clone(),
+            grouped: self.grouped.clone(),
             inbox_wake: self.inbox_wake.clone(),
             listening: self.listening.clone(),
             notifier: self.notifier.clone(),
@@ -190,6 +193,11 @@ impl<D: Dialect> SqlStore<D> {
             (TableName::default(), true, Self::LOCK_TIMEOUT);
         Self {
             queries: Arc::new(Queries::new::<D>(&table, synchronous_claims, lock_timeout)),
+            grouped: Arc::new(Queries::new::<D>(
+                &table,
+                synchronous_claims,
+                grouped_lock_timeout::<D>(lock_timeout),
+            )),
             group: Arc::new(GroupCommitter::new(pool.clone(), D::GROUP_COMMIT)),
             pool,
             table,
@@ -226,6 +234,11 @@ impl<D: Dialect> SqlStore<D> {
                 &self.table,
                 self.synchronous_claims,
                 self.lock_timeout,
+            )),
+            grouped: Arc::new(Queries::new::<D>(
+                &self.table,
+                self.synchronous_claims,
+                grouped_lock_timeout::<D>(self.lock_timeout),
             )),
             ..self
         }
@@ -304,6 +317,12 @@ impl<D: Dialect> SqlStore<D> {
     /// How the store groups concurrent writes into one commit.
     pub fn group_commit(&self) -> GroupCommit {
         self.group.settings()
+    }
+
+    /// Whether a write that commits asynchronously when `asynchronous` must run alone: where
+    /// its setting would carry over to the rest of a group.
+    pub(crate) fn commits_asynchronously(&self, asynchronous: bool) -> bool {
+        asynchronous && !D::GROUP_ASYNCHRONOUS
     }
 
     /// Writes `write` (in a group, when grouping is on): its answer, once it is durable.
@@ -459,8 +478,11 @@ impl<D: Dialect> SqlStore<D> {
             D::SQL.claim_binds.iter().map(|&bind| binds[bind]).collect();
         // A live record: completed, or another claim in flight. The state statement (where
         // the dialect has one) reads which; gone since (released, purged): it was in flight.
-        let claim =
-            Write::text(&self.queries.claim, &claim_binds).otherwise(self.queries.state.as_ref());
+        let claim = Write::text(&self.queries.claim, &claim_binds)
+            .in_lane_of(event_id)
+            .grouped_as(&self.grouped.claim)
+            .otherwise(self.queries.state.as_ref())
+            .alone_if(self.commits_asynchronously(!self.synchronous_claims));
         let status = match self.write(claim).await {
             Ok(answer) => answer.into_text(),
             // The database aborted the claim to resolve a conflict with a concurrent one (a
@@ -478,19 +500,20 @@ impl<D: Dialect> SqlStore<D> {
 
     /// Runs an owner-answering write (renew, complete, release): whether the row is now, or
     /// was, `token`'s.
-    async fn owned(
-        &self,
-        sql: &Arc<str>,
-        binds: &[Bind<'_>],
-        token: &ClaimToken,
-    ) -> Result<bool, StoreError> {
+    async fn owned(&self, write: Write, token: &ClaimToken) -> Result<bool, StoreError> {
         let owner = self
-            .write(Write::text(sql, binds))
+            .write(write)
             .await
             .map_err(|error| self.write_error(error))?
             .into_text();
         Ok(owner.as_deref() == Some(token.as_str()))
     }
+}
+
+/// How long a grouped claim or renewal waits for a row lock: the dialect's bound for groups,
+/// never more than the store's own.
+fn grouped_lock_timeout<D: Dialect>(lock_timeout: Duration) -> Duration {
+    D::GROUP_LOCK_TIMEOUT.map_or(lock_timeout, |bound| bound.min(lock_timeout))
 }
 
 impl<D: Dialect> Purge for SqlStore<D> {
@@ -522,7 +545,15 @@ impl<D: Dialect> IdempotencyStore for SqlStore<D> {
             Bind::Int(micros(lease)),
         ];
         Ok(
-            match self.owned(&self.queries.renew, &binds, token).await? {
+            match self
+                .owned(
+                    Write::text(&self.queries.renew, &binds)
+                        .grouped_as(&self.grouped.renew)
+                        .alone_if(self.commits_asynchronously(!self.synchronous_claims)),
+                    token,
+                )
+                .await?
+            {
                 true => Renewal::Held,
                 false => Renewal::TakenOver,
             },
@@ -542,7 +573,13 @@ impl<D: Dialect> IdempotencyStore for SqlStore<D> {
             Bind::Int(micros(retention)),
         ];
         Ok(
-            match self.owned(&self.queries.complete, &binds, token).await? {
+            match self
+                .owned(
+                    Write::text(&self.queries.complete, &binds).in_lane_of(claimant.event_id),
+                    token,
+                )
+                .await?
+            {
                 true => Completion::Recorded,
                 false => Completion::TakenOver,
             },
@@ -553,7 +590,15 @@ impl<D: Dialect> IdempotencyStore for SqlStore<D> {
         let token = claimant.token;
         let binds = [Bind::Text(claimant.event_id), Bind::Text(token.as_str())];
         Ok(
-            match self.owned(&self.queries.release, &binds, token).await? {
+            match self
+                .owned(
+                    Write::text(&self.queries.release, &binds)
+                        .in_lane_of(claimant.event_id)
+                        .alone_if(self.commits_asynchronously(true)),
+                    token,
+                )
+                .await?
+            {
                 true => Release::Released,
                 false => Release::NotHeld,
             },
@@ -584,6 +629,24 @@ mod tests {
         {
             assert!(!unbounded.contains("lock_timeout"), "{unbounded}");
         }
+    }
+
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn postgres_groups_wait_for_a_lock_as_long_as_their_claims_do() {
+        use crate::dialect::{Postgres, Sealed};
+        let bound = <Postgres as Sealed>::GROUP_LOCK_TIMEOUT.expect("a bound for groups");
+        let open = <Postgres as Sealed>::GROUP_OPEN.expect("a statement that sets it");
+        let ms = bound.as_millis();
+        assert!(open.contains(&format!("lock_timeout = '{ms}ms'")), "{open}");
+        let store = crate::queries::Queries::new::<Postgres>(
+            &crate::TableName::default(),
+            true,
+            super::grouped_lock_timeout::<Postgres>(super::SqlStore::<Postgres>::LOCK_TIMEOUT),
+        );
+        let claim_bound = format!("set_config('lock_timeout', '{ms}ms', true)");
+        assert!(store.claim.contains(&claim_bound), "{}", store.claim);
+        assert!(store.renew.contains(&claim_bound), "{}", store.renew);
     }
 
     #[cfg(feature = "mariadb")]

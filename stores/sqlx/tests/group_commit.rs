@@ -1,18 +1,22 @@
-//! Group commit on SQLite (on by default): the writes waiting together are written in one
-//! transaction, and each caller gets the answer its own statement gives.
+//! Group commit (on by default on SQLite; `GroupCommit::POSTGRES` on PostgreSQL): the writes waiting together are
+//! written in one transaction, and each caller gets the answer its own statement gives.
 //!
+//! On SQLite:
 //! Each test gathers a group the same way: a connection of its own holds SQLite's write lock
 //! (a handler's transaction, `BEGIN IMMEDIATE`), so that the store's writer waits for the lock
 //! with its first write, while the test queues the others behind it. Once the lock is released
 //! the writer commits the first write, then everything queued meanwhile as one group.
 //! Not ignored: SQLite needs no server.
+//!
+//! On PostgreSQL (ignored by default: run with `--include-ignored`): a row held by a handler's
+//! transaction holds up no other write of the group it lands in.
 
 mod common;
 
 use std::{sync::Arc, time::Duration};
 
 use bytes::Bytes;
-use common::sqlite_store_at;
+use common::{postgres_store, sqlite_store_at};
 use sangho_webhook::{
     inbox::{Inbox, Receipt, ReceivedEvent, TakeOrder},
     store::{Claim, ClaimToken, Claimant, Completion, IdempotencyStore, StoreError},
@@ -274,4 +278,69 @@ async fn with_grouping_off_each_write_commits_alone() {
     for answer in claims.join_all().await {
         assert_eq!(answer.unwrap(), Claim::Acquired);
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+async fn a_row_held_by_a_handler_transaction_holds_up_no_other_claim_on_postgres() {
+    let store = postgres_store("group_held", 16).await;
+    assert!(
+        !store.group_commit().is_on(),
+        "PostgreSQL groups only when told to"
+    );
+    let (held, owner) = (unique_event_id("held"), ClaimToken::generate());
+    let claimant = Claimant::new(&held, TYPE, &owner);
+    assert_eq!(store.claim(claimant, LEASE).await.unwrap(), Claim::Acquired);
+    // A handler's transaction holds the event's row for 2.5 s, longer than the store's lock
+    // timeout (2 s).
+    let mut handler = store.pool().begin().await.unwrap();
+    let lock = format!(
+        "SELECT 1 FROM {} WHERE event_id = $1 FOR UPDATE",
+        store.table()
+    );
+    sqlx::query(sqlx::AssertSqlSafe(lock))
+        .bind(&held)
+        .execute(&mut *handler)
+        .await
+        .unwrap();
+    let redelivery = tokio::spawn({
+        let (store, held) = (store.store.clone(), held.clone());
+        async move {
+            let started = tokio::time::Instant::now();
+            let answer = store
+                .claim(Claimant::new(&held, TYPE, &ClaimToken::generate()), LEASE)
+                .await;
+            (answer, started.elapsed())
+        }
+    });
+    // Fresh events, arriving while the redelivery waits for the row (alone in its group).
+    let mut fresh = JoinSet::new();
+    for n in 0..40 {
+        let store = store.store.clone();
+        fresh.spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50 + n * 5)).await;
+            let started = tokio::time::Instant::now();
+            let id = unique_event_id("fresh");
+            let answer = store
+                .claim(Claimant::new(&id, TYPE, &ClaimToken::generate()), LEASE)
+                .await;
+            (answer, started.elapsed())
+        });
+    }
+    let mut slowest = Duration::ZERO;
+    for (answer, waited) in fresh.join_all().await {
+        assert_eq!(answer.expect("no fresh claim fails"), Claim::Acquired);
+        slowest = slowest.max(waited);
+    }
+    assert!(
+        slowest < Duration::from_millis(1_000),
+        "a fresh claim waited {slowest:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    handler.rollback().await.unwrap();
+    // The redelivery itself waits as it would alone: the store's lock timeout, then 503.
+    let (answer, waited) = redelivery.await.unwrap();
+    assert!(answer.is_err(), "{answer:?} after {waited:?}");
+    assert!(waited >= Duration::from_secs(2), "it waited {waited:?}");
+    eprintln!("the slowest of 40 fresh claims beside a held row: {slowest:?}");
 }

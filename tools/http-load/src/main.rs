@@ -971,7 +971,7 @@ impl Kind {
     }
 
     /// Opens the store and its recipe, each on a fresh table (or key prefix).
-    async fn open(self, group_max: Option<usize>) -> Result<Backend, BoxError> {
+    async fn open(self, group: Grouping) -> Result<Backend, BoxError> {
         let url = match self.url_variable() {
             Some(variable) => std::env::var(variable)
                 .map_err(|_| format!("{} is listed but {variable} is not set", self.name()))?,
@@ -980,9 +980,16 @@ impl Kind {
         let tag = run_tag();
         Ok(match self {
             Self::Postgres => {
-                let store = PostgresStore::connect(&url)
+                let mut store = PostgresStore::connect(&url)
                     .await?
                     .with_table_name(format!("bench_http_load_{tag}"))?;
+                if group.postgres_writers > 0 {
+                    let mut settings = GroupCommit::POSTGRES.with_writers(group.postgres_writers);
+                    if let Some(max) = group.max {
+                        settings = settings.with_max_operations(max);
+                    }
+                    store = store.with_group_commit(settings);
+                }
                 store.migrate().await?;
                 // The same pool size and timeout as `PostgresStore::connect`'s.
                 let pool = PgPoolOptions::new()
@@ -1021,7 +1028,7 @@ impl Kind {
                 let dir = tempfile::tempdir()?;
                 let url = |file: &str| format!("sqlite://{}", dir.path().join(file).display());
                 let mut store = SqliteStore::connect(&url("store.db")).await?;
-                if let Some(max) = group_max {
+                if let Some(max) = group.max {
                     store = store.with_group_commit(GroupCommit::SQLITE.with_max_operations(max));
                 }
                 store.migrate().await?;
@@ -1222,9 +1229,19 @@ struct Args {
         default_value_t = 0
     )]
     drain_keys: usize,
-    /// The most writes per group commit of the SQLite store [default: GroupCommit::SQLITE's]
+    /// The most writes per group commit of the SQLite (and grouped PostgreSQL) store [default:
+    /// GroupCommit::SQLITE's, GroupCommit::POSTGRES's]
     #[arg(long, value_name = "N", env = "SANGHO_LOAD_GROUP_MAX")]
     group_max: Option<usize>,
+    /// Groups the PostgreSQL store's writes with this many writers (GroupCommit::POSTGRES);
+    /// 0: the store's default
+    #[arg(
+        long,
+        value_name = "N",
+        env = "SANGHO_LOAD_PG_GROUP",
+        default_value_t = 0
+    )]
+    pg_group: usize,
     /// 0 leaves out inbox mode's receipt (workers stopped, then running) on the SQL stores
     #[arg(
         long,
@@ -1235,7 +1252,18 @@ struct Args {
     inbox: String,
 }
 
+/// How the harness sets the stores' group commit.
+#[derive(Debug, Clone, Copy)]
+struct Grouping {
+    max: Option<usize>,
+    postgres_writers: usize,
+}
+
 async fn main_async(args: Args) -> Result<(), BoxError> {
+    let grouping = Grouping {
+        max: args.group_max,
+        postgres_writers: args.pg_group,
+    };
     let full = !args.quick;
     let seconds = args.seconds.unwrap_or(if full { 1.0 } else { 0.2 });
     let connections = args.connections.unwrap_or(if full { 64 } else { 4 });
@@ -1280,7 +1308,7 @@ async fn main_async(args: Args) -> Result<(), BoxError> {
         eprintln!("{mix}:");
         let mut backends = Vec::with_capacity(kinds.len());
         for kind in &kinds {
-            backends.push(kind.open(args.group_max).await?);
+            backends.push(kind.open(grouping).await?);
         }
         // The variants take turns, round after round, so that the machine's background load
         // falls on all of them alike.
@@ -1423,7 +1451,7 @@ async fn main_async(args: Args) -> Result<(), BoxError> {
     if args.drain > 0 {
         eprintln!("inbox drain:");
         for kind in &kinds {
-            let backend = kind.open(args.group_max).await?;
+            let backend = kind.open(grouping).await?;
             if let Some(inbox) = &backend.inbox {
                 drain(backend.name, inbox, args.drain, args.drain_keys).await?;
             }

@@ -123,6 +123,25 @@ mod sealed {
         /// statements are the default ones, each one statement on the pool.
         const GROUP_INBOX: bool = true;
 
+        /// Whether a group commit's writers run on threads of their own (where the connection
+        /// answers from a thread of its own) rather than as tasks of the runtime.
+        const GROUP_WRITER_THREAD: bool = false;
+
+        /// The statement that opens a group's transaction after its `BEGIN` (PostgreSQL: the
+        /// group's short lock timeout), if any.
+        const GROUP_OPEN: Option<&'static str> = None;
+
+        /// How long a grouped claim or renewal waits for a row lock: a group never waits
+        /// long behind a row that another transaction holds (the write then runs alone,
+        /// under the store's lock timeout). `None`: the store's lock timeout.
+        const GROUP_LOCK_TIMEOUT: Option<Duration> = None;
+
+        /// Whether the writes that commit asynchronously on their own (inbox takes,
+        /// releases, asynchronous claims) may join a group: not where the setting would carry
+        /// over to the group's other writes (PostgreSQL's `synchronous_commit`, set for the
+        /// transaction).
+        const GROUP_ASYNCHRONOUS: bool = true;
+
         /// Whether `error` says that the database aborted the statement to resolve a conflict
         /// between transactions (a serialization failure or a deadlock): the claim then lost a
         /// race for the row, which is answered as in flight. A lock wait that ran out of time

@@ -85,6 +85,12 @@ impl Dialect for Postgres {
 
 impl Sealed for Postgres {
     const MAX_CONNECTIONS: u32 = 16;
+    const GROUP_OPEN: Option<&'static str> =
+        Some(include_str!("../../queries/postgres/group_open.sql"));
+    const GROUP_LOCK_TIMEOUT: Option<Duration> = Some(Duration::from_millis(100));
+    const GROUP_ASYNCHRONOUS: bool = false;
+    // Measured faster at 64 connections than writers as tasks (BENCHMARKS.md, section 8).
+    const GROUP_WRITER_THREAD: bool = true;
     const SQL: Templates = Templates {
         claim: include_str!("../../queries/postgres/claim.sql"),
         claim_binds: &[0, 1, 2, 3],

@@ -46,6 +46,8 @@ impl Dialect for Sqlite {
 impl Sealed for Sqlite {
     const MAX_CONNECTIONS: u32 = 8;
     const GROUP_COMMIT: GroupCommit = GroupCommit::SQLITE;
+    // Each statement is a round trip to the connection's own thread.
+    const GROUP_WRITER_THREAD: bool = true;
     // The group's transaction takes the write lock before its first statement reads.
     const GROUP_BEGIN: Option<&'static str> = Some(BEGIN_WRITE);
     const SQL: Templates = Templates {
