@@ -477,6 +477,19 @@ rows_affected!(
     "mariadb" => sqlx::mysql::MySqlQueryResult
 );
 
+/// `query` (a `Query` or a `QueryAs`) with each of `binds` bound, in order.
+macro_rules! bind_each {
+    ($query:expr, $binds:expr) => {
+        $binds.iter().fold($query, |query, bind| match *bind {
+            Bind::Text(text) => query.bind(text),
+            Bind::Int(int) => query.bind(int),
+            Bind::OptText(text) => query.bind(text),
+            Bind::OptInt(int) => query.bind(int),
+            Bind::Bytes(bytes) => query.bind(bytes),
+        })
+    };
+}
+
 impl<DB> Driver for DB
 where
     DB: Database,
@@ -520,16 +533,7 @@ where
         sql: &'a Arc<str>,
         binds: &'a [Bind<'a>],
     ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send + 'a {
-        let query = binds.iter().fold(
-            sqlx::query::<DB>(AssertSqlSafe(sql.clone())),
-            |query, bind| match *bind {
-                Bind::Text(text) => query.bind(text),
-                Bind::Int(int) => query.bind(int),
-                Bind::OptText(text) => query.bind(text),
-                Bind::OptInt(int) => query.bind(int),
-                Bind::Bytes(bytes) => query.bind(bytes),
-            },
-        );
+        let query = bind_each!(sqlx::query::<DB>(AssertSqlSafe(sql.clone())), binds);
         async move {
             Ok(sealed::RowsAffected::rows(
                 &query.execute(connection).await?,
@@ -640,14 +644,5 @@ where
     for<'q> &'q [u8]: Encode<'q, DB> + Type<DB>,
     for<'r> Row: FromRow<'r, DB::Row>,
 {
-    binds.iter().fold(
-        sqlx::query_as::<DB, Row>(AssertSqlSafe(sql.clone())),
-        |query, bind| match *bind {
-            Bind::Text(text) => query.bind(text),
-            Bind::Int(int) => query.bind(int),
-            Bind::OptText(text) => query.bind(text),
-            Bind::OptInt(int) => query.bind(int),
-            Bind::Bytes(bytes) => query.bind(bytes),
-        },
-    )
+    bind_each!(sqlx::query_as::<DB, Row>(AssertSqlSafe(sql.clone())), binds)
 }
