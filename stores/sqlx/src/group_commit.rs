@@ -11,9 +11,17 @@
 //! each would have got it from its own commit. A write whose caller has gone (its future
 //! dropped, e.g. a timeout) before the batch runs is never written.
 
-use std::{fmt, sync::Arc};
+mod many;
 
-use sqlx::{AssertSqlSafe, Pool};
+use std::{
+    collections::{HashMap, HashSet},
+    fmt,
+    sync::Arc,
+};
+
+pub(crate) use many::Many;
+
+use sqlx::{AssertSqlSafe, Connection, Pool, pool::PoolConnection};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::{
@@ -191,6 +199,8 @@ pub(crate) struct Write {
     /// Which writer takes it (a hash of its event id or ordering key): the writes of one
     /// event never wait for each other's row locks across two writers' open transactions.
     lane: Option<u64>,
+    /// The statement that writes it with others of its kind in a group, one row each.
+    many: Option<Arc<Many>>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -257,6 +267,7 @@ impl Write {
             grouped: None,
             alone: false,
             lane: None,
+            many: None,
         }
     }
 
@@ -294,6 +305,24 @@ impl Write {
         Self {
             lane: Some(hasher.finish()),
             ..self
+        }
+    }
+
+    /// Writes it with the other writes of `many`'s kind of its group, in one statement of a
+    /// row each, where the dialect has one (its binds are the row's values, its first the
+    /// event id; it answers as its own statement would).
+    pub(crate) fn in_many(self, many: Option<&Arc<Many>>) -> Self {
+        Self {
+            many: many.cloned(),
+            ..self
+        }
+    }
+
+    /// The event id of a write of many rows (its first bind).
+    fn event_id(&self) -> Option<&str> {
+        match self.binds.first() {
+            Some(Value::Text(event_id)) => Some(event_id),
+            _ => None,
         }
     }
 
@@ -520,6 +549,11 @@ struct Waiting {
 }
 
 impl Waiting {
+    /// Whether no write waits.
+    fn is_empty(&self) -> bool {
+        self.carried.is_none() && self.receiver.is_empty()
+    }
+
     /// The next group: the first write waiting (waiting for one), then whatever else is
     /// already queued, within the bounds. `None` once the store is gone.
     async fn next_group(&mut self, settings: GroupCommit) -> Option<Vec<Queued>> {
@@ -551,16 +585,27 @@ async fn writer<D: Dialect>(
     mut waiting: Waiting,
     settings: GroupCommit,
 ) {
+    // The writer keeps its connection from one group to the next while writes wait, and
+    // gives it back to the pool once none does.
+    let mut connection = None;
     loop {
         let Some(group) = waiting.next_group(settings).await else {
             return;
         };
-        commit::<D>(&pool, &framing, group).await;
+        commit::<D>(&pool, &mut connection, &framing, group).await;
+        if waiting.is_empty() {
+            connection = None;
+        }
     }
 }
 
 /// Writes `group` in one transaction and answers each write once it is committed.
-async fn commit<D: Dialect>(pool: &Pool<D::Database>, framing: &Framing, mut group: Vec<Queued>) {
+async fn commit<D: Dialect>(
+    pool: &Pool<D::Database>,
+    connection: &mut Option<PoolConnection<D::Database>>,
+    framing: &Framing,
+    mut group: Vec<Queued>,
+) {
     // A caller that has gone will never read its answer: its write is not made.
     group.retain(|queued| !queued.reply.is_closed());
     // A lone write runs as it would ungrouped, in one statement. Where groups bound their
@@ -581,7 +626,12 @@ async fn commit<D: Dialect>(pool: &Pool<D::Database>, framing: &Framing, mut gro
     let answer = |queued: Queued, answer| {
         let _ = queued.reply.send(Reply::Done(answer));
     };
-    match in_one_transaction::<D>(pool, framing, &group).await {
+    let written = in_one_transaction::<D>(pool, connection, framing, &group).await;
+    if matches!(written, Err(Failed::Begin(_) | Failed::Commit(_))) {
+        // Not kept: it may be what failed.
+        *connection = None;
+    }
+    match written {
         Ok(answers) => {
             for (queued, answered) in group.into_iter().zip(answers) {
                 answer(queued, Ok(answered));
@@ -624,32 +674,237 @@ enum Failed {
 /// Runs each write of `group` in one transaction and commits it: their answers.
 async fn in_one_transaction<D: Dialect>(
     pool: &Pool<D::Database>,
+    connection: &mut Option<PoolConnection<D::Database>>,
     framing: &Framing,
     group: &[Queued],
 ) -> Result<Vec<Answer>, Failed> {
+    let connection = match connection {
+        Some(connection) => connection,
+        None => connection.insert(pool.acquire().await.map_err(Failed::Begin)?),
+    };
+    let plan = Plan::of(group);
+    if D::GROUP_ONE_QUERY && plan.one_by_one.is_empty() && framing.open.is_none() {
+        return in_one_query::<D>(connection, framing, group, &plan).await;
+    }
     let mut transaction = match &framing.begin {
-        Some(begin) => pool.begin_with(AssertSqlSafe(begin.to_string())).await,
-        None => pool.begin().await,
+        Some(begin) => {
+            (**connection)
+                .begin_with(AssertSqlSafe(begin.to_string()))
+                .await
+        }
+        None => (**connection).begin().await,
     }
     .map_err(Failed::Begin)?;
     if let Some(open) = &framing.open {
         let opened = <D::Database as Driver>::execute_in(&mut transaction, open, &[]).await;
         opened.map_err(Failed::Begin)?;
     }
-    let mut answers = Vec::with_capacity(group.len());
-    for queued in group {
-        match queued
-            .write
-            .run::<D::Database>(&mut transaction, true)
-            .await
-        {
-            Ok(answer) => answers.push(answer),
+    let mut answers: Vec<Option<Answer>> = group.iter().map(|_| None).collect();
+    let mut ran = Ok(());
+    let rows = plan.rows(group);
+    let mut answered = HashMap::new();
+    'many: for (statement, binds) in plan.statements::<D>(&rows) {
+        match <D::Database as Driver>::fetch_pairs_in(&mut transaction, &statement, &binds).await {
+            Ok(pairs) => {
+                for (event_id, answer) in pairs {
+                    answered.entry(event_id).or_insert(answer);
+                }
+            }
             Err(error) => {
-                let _ = transaction.rollback().await;
-                return Err(Failed::Statement(error));
+                ran = Err(error);
+                break 'many;
             }
         }
     }
+    if ran.is_ok() {
+        plan.answer(&rows, &mut answered, &mut answers);
+    }
+    if ran.is_ok() {
+        for &index in &plan.one_by_one {
+            match group[index]
+                .write
+                .run::<D::Database>(&mut transaction, true)
+                .await
+            {
+                Ok(answer) => answers[index] = Some(answer),
+                Err(error) => {
+                    ran = Err(error);
+                    break;
+                }
+            }
+        }
+    }
+    if let Err(error) = ran {
+        let _ = transaction.rollback().await;
+        return Err(Failed::Statement(error));
+    }
     transaction.commit().await.map_err(Failed::Commit)?;
-    Ok(answers)
+    Ok(answers
+        .into_iter()
+        .map(|answer| answer.expect("every write of the group ran"))
+        .collect())
+}
+
+/// Writes `group`, whose writes are all in statements of many rows, as one query: its
+/// `BEGIN`, the statements, and `COMMIT`. If any of them fails, the transaction is rolled back
+/// (its commit too: nothing of the group was written), and each write then runs alone.
+async fn in_one_query<D: Dialect>(
+    connection: &mut PoolConnection<D::Database>,
+    framing: &Framing,
+    group: &[Queued],
+    plan: &Plan,
+) -> Result<Vec<Answer>, Failed> {
+    let rows = plan.rows(group);
+    let statements = plan.statements::<D>(&rows);
+    let begin = framing.begin.as_deref().unwrap_or("BEGIN");
+    let mut sql = format!("{begin};\n");
+    let mut binds = Vec::new();
+    for (statement, statement_binds) in statements {
+        sql.push_str(&statement);
+        sql.push_str(";\n");
+        binds.extend(statement_binds);
+    }
+    sql.push_str("COMMIT");
+    let sql: Arc<str> = sql.into();
+    // Until the query has ended, the connection may be inside the group's transaction: if
+    // this future is dropped meanwhile (its runtime ends), the connection is closed rather
+    // than given back to the pool.
+    let mut unfinished = Unfinished(Some(connection));
+    let answered =
+        <D::Database as Driver>::fetch_pairs_in(unfinished.connection(), &sql, &binds).await;
+    let connection = unfinished.finish();
+    let mut answered: HashMap<String, Option<String>> = match answered {
+        Ok(pairs) => {
+            let mut answered = HashMap::with_capacity(pairs.len());
+            for (event_id, answer) in pairs {
+                answered.entry(event_id).or_insert(answer);
+            }
+            answered
+        }
+        Err(error) => {
+            // No transaction open (it failed at its `BEGIN`) makes this fail: nothing to undo.
+            let rollback: Arc<str> = "ROLLBACK".into();
+            let _ = <D::Database as Driver>::execute_in(connection, &rollback, &[]).await;
+            return Err(Failed::Statement(error));
+        }
+    };
+    let mut answers: Vec<Option<Answer>> = group.iter().map(|_| None).collect();
+    plan.answer(&rows, &mut answered, &mut answers);
+    Ok(answers
+        .into_iter()
+        .map(|answer| answer.expect("every write of the group is in a statement of many rows"))
+        .collect())
+}
+
+/// A connection inside a query that may leave a transaction open: closed instead of given
+/// back to the pool if dropped before [`finish`](Self::finish).
+struct Unfinished<'c, DB: sqlx::Database>(Option<&'c mut PoolConnection<DB>>);
+
+impl<'c, DB: sqlx::Database> Unfinished<'c, DB> {
+    fn connection(&mut self) -> &mut DB::Connection {
+        self.0.as_mut().expect("not finished")
+    }
+
+    fn finish(mut self) -> &'c mut PoolConnection<DB> {
+        self.0.take().expect("not finished")
+    }
+}
+
+impl<DB: sqlx::Database> Drop for Unfinished<'_, DB> {
+    fn drop(&mut self) {
+        if let Some(connection) = self.0.take() {
+            connection.close_on_drop();
+        }
+    }
+}
+
+/// In what order a group's writes run in its transaction: first each statement of many rows
+/// with its writes, then the other writes one by one, in the order they were queued.
+///
+/// A write joins a statement of many rows only if no write queued before it in the group
+/// touches its event (or its lane: its ordering key): the writes of one event (a completion,
+/// then a claim of the same id) still run in the order they were queued, and a statement of
+/// many rows never holds one event twice. Writes of distinct events were concurrent, and
+/// any order of them is an order they could have run in.
+struct Plan {
+    many: Vec<(Arc<Many>, Vec<usize>)>,
+    one_by_one: Vec<usize>,
+}
+
+impl Plan {
+    fn of(group: &[Queued]) -> Self {
+        let mut lanes = HashSet::new();
+        let mut events = HashSet::new();
+        let mut many: Vec<(Arc<Many>, Vec<usize>)> = Vec::new();
+        let mut one_by_one = Vec::new();
+        for (index, queued) in group.iter().enumerate() {
+            let write = &queued.write;
+            let first_of_lane = write.lane.is_none_or(|lane| lanes.insert(lane));
+            let first_of_event = write.many.is_none()
+                || write
+                    .event_id()
+                    .is_some_and(|event_id| events.insert(event_id));
+            match (&write.many, first_of_lane && first_of_event) {
+                (Some(kind), true) => match many.iter_mut().find(|(of, _)| Arc::ptr_eq(of, kind)) {
+                    Some((_, indexes)) => indexes.push(index),
+                    None => many.push((kind.clone(), vec![index])),
+                },
+                _ => one_by_one.push(index),
+            }
+        }
+        // A statement of one row is no gain: that write runs as its own statement, in its
+        // place among the others (nothing before it in the group touched its event).
+        many.retain(|(_, indexes)| match indexes.as_slice() {
+            [index] => {
+                one_by_one.push(*index);
+                false
+            }
+            _ => true,
+        });
+        one_by_one.sort_unstable();
+        Self { many, one_by_one }
+    }
+
+    /// The rows of each statement of many rows.
+    fn rows<'a>(&self, group: &'a [Queued]) -> Vec<Vec<many::Row<'a>>> {
+        self.many
+            .iter()
+            .map(|(_, indexes)| {
+                indexes
+                    .iter()
+                    .map(|&index| many::Row {
+                        event_id: group[index].write.event_id().unwrap_or_default(),
+                        binds: &group[index].write.binds,
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// The statements of many rows, in order, with their binds.
+    fn statements<'a, D: Dialect>(
+        &self,
+        rows: &[Vec<many::Row<'a>>],
+    ) -> Vec<(Arc<str>, Vec<Bind<'a>>)> {
+        self.many
+            .iter()
+            .zip(rows)
+            .flat_map(|((many, _), rows)| many.statements::<D>(rows))
+            .collect()
+    }
+
+    /// Puts the answers of the writes of many rows, from what their statements answered by
+    /// event id, in their places in `answers`.
+    fn answer(
+        &self,
+        rows: &[Vec<many::Row<'_>>],
+        answered: &mut HashMap<String, Option<String>>,
+        answers: &mut [Option<Answer>],
+    ) {
+        for ((_, indexes), rows) in self.many.iter().zip(rows) {
+            for (&index, answer) in indexes.iter().zip(Many::answers(rows, answered)) {
+                answers[index] = Some(answer);
+            }
+        }
+    }
 }

@@ -230,7 +230,14 @@ impl<D: Dialect> Inbox for SqlStore<D> {
             // The receipt's statement locks its key itself, or needs no lock.
             true => {
                 let lane = event.ordering_key.unwrap_or(event.event_id);
-                self.inbox_write(receive, &binds, lane).await?
+                let many = self.grouped_queries().many.as_ref();
+                let receipt = Write::text(&receive.sql, &receive.binds(&binds))
+                    .in_lane_of(lane)
+                    .in_many(many.map(|many| &many.receive));
+                self.write(receipt)
+                    .await
+                    .map(Answer::into_text)
+                    .map_err(|error| self.write_error(error))?
             }
             false => D::inbox_in_key_order(self, receive, &binds, key)
                 .await

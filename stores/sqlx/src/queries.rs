@@ -13,6 +13,7 @@ use sangho_webhook::store::{Claim, StoreError};
 use crate::{
     TableName,
     dialect::{Bind, Sealed},
+    group_commit::Many,
 };
 
 /// A store's statements, rendered once for its table and settings (never per call), with the
@@ -34,6 +35,16 @@ pub(crate) struct Queries {
     pub(crate) cron_purge: String,
     /// Inbox mode's statements (`None` where inbox mode is not available yet).
     pub(crate) inbox: Option<InboxQueries>,
+    /// The statements of many rows a group commit runs, where the dialect has them.
+    pub(crate) many: Option<ManyQueries>,
+}
+
+/// The statements of many rows (`*_many.sql`), rendered.
+#[derive(Debug)]
+pub(crate) struct ManyQueries {
+    pub(crate) claim: Arc<Many>,
+    pub(crate) complete: Arc<Many>,
+    pub(crate) receive: Arc<Many>,
 }
 
 /// A statement and which of its operation's binds it binds, in order; and the statements of
@@ -139,8 +150,14 @@ impl Queries {
             replay: query(inbox.replay),
             discard: query(inbox.discard),
         });
+        let many = D::MANY.map(|many| ManyQueries {
+            claim: Arc::new(Many::new(one(many.claim), Some(one(many.state)))),
+            complete: Arc::new(Many::new(one(many.complete), None)),
+            receive: Arc::new(Many::new(one(many.receive), None)),
+        });
         Self {
             inbox,
+            many,
             claim: one(templates.claim),
             state: templates.state.map(one),
             renew: one(templates.renew),

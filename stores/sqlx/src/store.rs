@@ -467,6 +467,11 @@ impl<D: Dialect> SqlStore<D> {
         &self.queries
     }
 
+    /// The store's statements as a group commit runs them.
+    pub(crate) fn grouped_queries(&self) -> &Queries {
+        &self.grouped
+    }
+
     /// Runs the claim statement (and, where the dialect needs it, the state statement) for
     /// `binds` (event id, event type, token, lease): what the claim found.
     async fn claim_row(
@@ -481,6 +486,7 @@ impl<D: Dialect> SqlStore<D> {
         let claim = Write::text(&self.queries.claim, &claim_binds)
             .in_lane_of(event_id)
             .grouped_as(&self.grouped.claim)
+            .in_many(self.grouped.many.as_ref().map(|many| &many.claim))
             .otherwise(self.queries.state.as_ref())
             .alone_if(self.commits_asynchronously(!self.synchronous_claims));
         let status = match self.write(claim).await {
@@ -548,6 +554,7 @@ impl<D: Dialect> IdempotencyStore for SqlStore<D> {
             match self
                 .owned(
                     Write::text(&self.queries.renew, &binds)
+                        .in_lane_of(claimant.event_id)
                         .grouped_as(&self.grouped.renew)
                         .alone_if(self.commits_asynchronously(!self.synchronous_claims)),
                     token,
@@ -575,7 +582,9 @@ impl<D: Dialect> IdempotencyStore for SqlStore<D> {
         Ok(
             match self
                 .owned(
-                    Write::text(&self.queries.complete, &binds).in_lane_of(claimant.event_id),
+                    Write::text(&self.queries.complete, &binds)
+                        .in_lane_of(claimant.event_id)
+                        .in_many(self.grouped.many.as_ref().map(|many| &many.complete)),
                     token,
                 )
                 .await?

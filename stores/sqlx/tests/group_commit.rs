@@ -162,6 +162,188 @@ async fn takes_in_one_group_never_take_two_events_of_one_key() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_and_completions_of_many_events_in_one_group_each_answer_as_alone() {
+    let (store, url, _dir) = store().await;
+    let retention = Duration::from_secs(3600);
+    // Before the group: one event completed, one in flight under another delivery's claim,
+    // and five held by the deliveries that complete them in the group.
+    let completed = unique_event_id("completed");
+    let token = ClaimToken::generate();
+    assert_eq!(
+        claim(&store, &completed, &token).await.unwrap(),
+        Claim::Acquired
+    );
+    let claimant = Claimant::new(&completed, TYPE, &token);
+    IdempotencyStore::complete(&store, claimant, retention)
+        .await
+        .unwrap();
+    let in_flight = unique_event_id("in-flight");
+    let other = ClaimToken::generate();
+    assert_eq!(
+        claim(&store, &in_flight, &other).await.unwrap(),
+        Claim::Acquired
+    );
+    let others = unique_event_id("others");
+    assert_eq!(
+        claim(&store, &others, &other).await.unwrap(),
+        Claim::Acquired
+    );
+    let mut held = Vec::new();
+    for _ in 0..5 {
+        let (id, token) = (unique_event_id("held"), ClaimToken::generate());
+        assert_eq!(claim(&store, &id, &token).await.unwrap(), Claim::Acquired);
+        held.push((id, token));
+    }
+    let lock = hold_write_lock(&url).await;
+    let mut first = JoinSet::new();
+    occupy_the_writer(&store, &mut first).await;
+    let mut claims = JoinSet::new();
+    let fresh: Vec<String> = (0..12).map(|_| unique_event_id("fresh")).collect();
+    for id in fresh.iter().chain([&completed, &in_flight]) {
+        let (store, id) = (store.clone(), id.clone());
+        claims.spawn(async move {
+            let answer = claim(&store, &id, &ClaimToken::generate()).await;
+            (id, answer.expect("no claim fails"))
+        });
+    }
+    let mut completions = JoinSet::new();
+    for (id, token) in held.clone() {
+        let store = store.clone();
+        completions.spawn(async move {
+            let claimant = Claimant::new(&id, TYPE, &token);
+            IdempotencyStore::complete(&store, claimant, retention).await
+        });
+    }
+    // A completion by a delivery that does not hold the event.
+    let stranger = tokio::spawn({
+        let (store, id) = (store.clone(), others.clone());
+        async move {
+            let token = ClaimToken::generate();
+            let claimant = Claimant::new(&id, TYPE, &token);
+            IdempotencyStore::complete(&store, claimant, retention).await
+        }
+    });
+    release_write_lock(lock).await;
+    first.join_all().await;
+    for (id, answer) in claims.join_all().await {
+        let expected = match id {
+            _ if id == completed => Claim::Completed,
+            _ if id == in_flight => Claim::InFlight,
+            _ => Claim::Acquired,
+        };
+        assert_eq!(answer, expected, "the claim of {id}");
+    }
+    for answer in completions.join_all().await {
+        assert_eq!(answer.unwrap(), Completion::Recorded);
+    }
+    assert_eq!(stranger.await.unwrap().unwrap(), Completion::TakenOver);
+    // Each answer was durable: a redelivery of every event now finds it.
+    for (id, _) in &held {
+        assert_eq!(
+            claim(&store, id, &ClaimToken::generate()).await.unwrap(),
+            Claim::Completed
+        );
+    }
+    for id in &fresh {
+        assert_eq!(
+            claim(&store, id, &ClaimToken::generate()).await.unwrap(),
+            Claim::InFlight
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completions_of_one_id_in_one_group_answer_each_its_own() {
+    let (store, url, _dir) = store().await;
+    let (id, owner) = (unique_event_id("twice"), ClaimToken::generate());
+    assert_eq!(claim(&store, &id, &owner).await.unwrap(), Claim::Acquired);
+    let lock = hold_write_lock(&url).await;
+    let mut first = JoinSet::new();
+    occupy_the_writer(&store, &mut first).await;
+    let complete = |token: ClaimToken| {
+        let (store, id) = (store.clone(), id.clone());
+        tokio::spawn(async move {
+            let claimant = Claimant::new(&id, TYPE, &token);
+            IdempotencyStore::complete(&store, claimant, Duration::from_secs(3600)).await
+        })
+    };
+    // A delivery that does not hold the event completes first, then the owner, in one group.
+    let stranger = complete(ClaimToken::generate());
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let owner = complete(owner);
+    release_write_lock(lock).await;
+    first.join_all().await;
+    assert_eq!(stranger.await.unwrap().unwrap(), Completion::TakenOver);
+    assert_eq!(owner.await.unwrap().unwrap(), Completion::Recorded);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn receipts_in_one_group_keep_the_order_of_their_key_and_answer_duplicates() {
+    let (store, url, _dir) = store().await;
+    let body = Bytes::from_static(b"{}");
+    let known = unique_event_id("known");
+    let event = ReceivedEvent::new(&known, TYPE, &body, &[], "/");
+    assert_eq!(store.receive(&event).await.unwrap(), Receipt::Stored);
+    let key = unique_event_id("object");
+    let keyed: Vec<String> = (0..3).map(|_| unique_event_id("keyed")).collect();
+    let unkeyed: Vec<String> = (0..8).map(|_| unique_event_id("unkeyed")).collect();
+    let lock = hold_write_lock(&url).await;
+    let mut first = JoinSet::new();
+    occupy_the_writer(&store, &mut first).await;
+    let mut receipts = JoinSet::new();
+    let receive = |receipts: &mut JoinSet<_>, id: &String, key: Option<String>| {
+        let (store, id, body) = (store.clone(), id.clone(), body.clone());
+        receipts.spawn(async move {
+            let event =
+                ReceivedEvent::new(&id, TYPE, &body, &[], "/").with_ordering_key(key.as_deref());
+            (
+                id.clone(),
+                store.receive(&event).await.expect("no receipt fails"),
+            )
+        });
+    };
+    // The key's events are queued in this order, among events without a key and a duplicate.
+    for (index, id) in keyed.iter().enumerate() {
+        receive(&mut receipts, id, Some(key.clone()));
+        receive(&mut receipts, &unkeyed[index], None);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    receive(&mut receipts, &known, None);
+    for id in &unkeyed[3..] {
+        receive(&mut receipts, id, None);
+    }
+    release_write_lock(lock).await;
+    first.join_all().await;
+    for (id, receipt) in receipts.join_all().await {
+        let expected = if id == known {
+            Receipt::Duplicate
+        } else {
+            Receipt::Stored
+        };
+        assert_eq!(receipt, expected, "the receipt of {id}");
+    }
+    // The key's events are taken in the order they were received, one at a time.
+    let mut taken_of_key = Vec::new();
+    let mut taken = 0;
+    while let Some(event) = store
+        .take(&ClaimToken::generate(), LEASE, TakeOrder::FreshFirst)
+        .await
+        .unwrap()
+    {
+        taken += 1;
+        if keyed.contains(&event.event_id) {
+            taken_of_key.push(event.event_id.clone());
+        }
+        let retention = Duration::from_secs(3600);
+        Inbox::complete(&store, &event.claimant(), retention)
+            .await
+            .unwrap();
+    }
+    assert_eq!(taken_of_key, keyed);
+    assert_eq!(taken, 1 + keyed.len() + unkeyed.len());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_whose_caller_left_while_it_waited_is_never_made() {
     let (store, url, _dir) = store().await;
     let id = unique_event_id("left");

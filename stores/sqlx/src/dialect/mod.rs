@@ -142,6 +142,22 @@ mod sealed {
         /// transaction).
         const GROUP_ASYNCHRONOUS: bool = true;
 
+        /// Whether a group whose writes are all in statements of many rows is sent as one
+        /// query: its `BEGIN`, those statements and its `COMMIT`, in one round trip to the
+        /// connection (where the driver runs a query of several statements, binding their
+        /// `?` in order).
+        const GROUP_ONE_QUERY: bool = false;
+
+        /// The statements that write many operations of one kind at once in a group commit
+        /// (`*_many.sql`), where the dialect has them.
+        const MANY: Option<ManyTemplates> = None;
+
+        /// The placeholder of the bind at `position` (from 1) in a statement of many rows,
+        /// which binds `bind` there: `?` by default.
+        fn placeholder(_position: usize, _bind: Bind<'_>) -> String {
+            "?".to_owned()
+        }
+
         /// Whether `error` says that the database aborted the statement to resolve a conflict
         /// between transactions (a serialization failure or a deadlock): the claim then lost a
         /// race for the row, which is answered as in flight. A lock wait that ran out of time
@@ -263,6 +279,21 @@ mod sealed {
         pub(crate) inbox: Option<InboxTemplates>,
     }
 
+    /// The statements of many rows (`*_many.sql`): each writes many operations of one kind
+    /// in one statement, each row as the operation's own statement writes it, and answers
+    /// (`event_id`, answer) for the rows it wrote (see `queries/README.md`).
+    #[derive(Debug, Clone, Copy)]
+    pub struct ManyTemplates {
+        /// `claim_many.sql`, binding the claim's binds in their order.
+        pub(crate) claim: &'static str,
+        /// `state_many.sql`: the state of the claims that `claim` did not acquire.
+        pub(crate) state: &'static str,
+        /// `complete_many.sql`, binding the completion's binds in their order.
+        pub(crate) complete: &'static str,
+        /// `inbox_receive_many.sql`, binding the receipt's binds in their order.
+        pub(crate) receive: &'static str,
+    }
+
     /// One statement file, and which of its operation's binds (in the order of
     /// `queries/README.md`) it binds, in order (`?` placeholders bind by position).
     pub(crate) type Template = (&'static str, &'static [usize]);
@@ -337,6 +368,14 @@ mod sealed {
             sql: &'a Arc<str>,
             binds: &'a [Bind<'a>],
         ) -> impl Future<Output = Result<u64, sqlx::Error>> + Send + 'a;
+
+        /// Runs `sql` with `binds` on `connection` (inside whatever transaction it has open):
+        /// its rows of an event id and an optional text.
+        fn fetch_pairs_in<'a>(
+            connection: &'a mut Self::Connection,
+            sql: &'a Arc<str>,
+            binds: &'a [Bind<'a>],
+        ) -> impl Future<Output = Result<Vec<(String, Option<String>)>, sqlx::Error>> + Send + 'a;
 
         /// Runs inbox mode's `take` on `connection` (inside whatever transaction it has open):
         /// the taken row, if any.
@@ -503,6 +542,7 @@ where
     for<'q> &'q [u8]: Encode<'q, DB> + Type<DB>,
     for<'r> (String,): FromRow<'r, DB::Row>,
     for<'r> (i64,): FromRow<'r, DB::Row>,
+    for<'r> (String, Option<String>): FromRow<'r, DB::Row>,
     for<'r> TakenRow: FromRow<'r, DB::Row>,
     for<'r> SummaryRow: FromRow<'r, DB::Row>,
     for<'r> RecordRow: FromRow<'r, DB::Row>,
@@ -539,6 +579,15 @@ where
                 &query.execute(connection).await?,
             ))
         }
+    }
+
+    fn fetch_pairs_in<'a>(
+        connection: &'a mut Self::Connection,
+        sql: &'a Arc<str>,
+        binds: &'a [Bind<'a>],
+    ) -> impl Future<Output = Result<Vec<(String, Option<String>)>, sqlx::Error>> + Send + 'a {
+        let query = row_query::<DB, (String, Option<String>)>(sql, binds);
+        async move { query.fetch_all(connection).await }
     }
 
     fn fetch_taken_in<'a>(

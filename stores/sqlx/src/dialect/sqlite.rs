@@ -8,7 +8,10 @@ use sqlx::{
     sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous},
 };
 
-use super::{Bind, Dialect, InboxTemplates, Sealed, micros, refuse_unusable, sealed::Templates};
+use super::{
+    Bind, Dialect, InboxTemplates, Sealed, micros, refuse_unusable,
+    sealed::{ManyTemplates, Templates},
+};
 use crate::{Error, GroupCommit, SqlStore, group_commit::Write, queries::statement};
 
 /// The SQLite dialect (feature `sqlite`): [`SqliteStore`](crate::SqliteStore).
@@ -50,6 +53,15 @@ impl Sealed for Sqlite {
     const GROUP_WRITER_THREAD: bool = true;
     // The group's transaction takes the write lock before its first statement reads.
     const GROUP_BEGIN: Option<&'static str> = Some(BEGIN_WRITE);
+    // The connection's thread runs a query of several statements, each `?` bound in turn:
+    // one round trip to it for a whole group.
+    const GROUP_ONE_QUERY: bool = true;
+    const MANY: Option<ManyTemplates> = Some(ManyTemplates {
+        claim: include_str!("../../queries/sqlite/claim_many.sql"),
+        state: include_str!("../../queries/sqlite/state_many.sql"),
+        complete: include_str!("../../queries/sqlite/complete_many.sql"),
+        receive: include_str!("../../queries/sqlite/inbox_receive_many.sql"),
+    });
     const SQL: Templates = Templates {
         claim: include_str!("../../queries/sqlite/claim.sql"),
         claim_binds: &[0, 1, 2, 3],
