@@ -175,6 +175,16 @@ impl Value {
         }
     }
 
+    /// The value of a padding row in this value's column: NULL of its type (empty bytes for
+    /// bytes: a padding row's event id is NULL, and the row is never written).
+    fn padding(&self) -> Bind<'static> {
+        match self {
+            Self::Text(_) | Self::OptText(_) => Bind::OptText(None),
+            Self::Int(_) | Self::OptInt(_) => Bind::OptInt(None),
+            Self::Bytes(_) => Bind::Bytes(&[]),
+        }
+    }
+
     fn len(&self) -> usize {
         match self {
             Self::Text(text) | Self::OptText(Some(text)) => text.len(),
@@ -683,9 +693,6 @@ async fn in_one_transaction<D: Dialect>(
         None => connection.insert(pool.acquire().await.map_err(Failed::Begin)?),
     };
     let plan = Plan::of(group);
-    if D::GROUP_ONE_QUERY && plan.one_by_one.is_empty() && framing.open.is_none() {
-        return in_one_query::<D>(connection, framing, group, &plan).await;
-    }
     let mut transaction = match &framing.begin {
         Some(begin) => {
             (**connection)
@@ -743,79 +750,6 @@ async fn in_one_transaction<D: Dialect>(
         .into_iter()
         .map(|answer| answer.expect("every write of the group ran"))
         .collect())
-}
-
-/// Writes `group`, whose writes are all in statements of many rows, as one query: its
-/// `BEGIN`, the statements, and `COMMIT`. If any of them fails, the transaction is rolled back
-/// (its commit too: nothing of the group was written), and each write then runs alone.
-async fn in_one_query<D: Dialect>(
-    connection: &mut PoolConnection<D::Database>,
-    framing: &Framing,
-    group: &[Queued],
-    plan: &Plan,
-) -> Result<Vec<Answer>, Failed> {
-    let rows = plan.rows(group);
-    let statements = plan.statements::<D>(&rows);
-    let begin = framing.begin.as_deref().unwrap_or("BEGIN");
-    let mut sql = format!("{begin};\n");
-    let mut binds = Vec::new();
-    for (statement, statement_binds) in statements {
-        sql.push_str(&statement);
-        sql.push_str(";\n");
-        binds.extend(statement_binds);
-    }
-    sql.push_str("COMMIT");
-    let sql: Arc<str> = sql.into();
-    // Until the query has ended, the connection may be inside the group's transaction: if
-    // this future is dropped meanwhile (its runtime ends), the connection is closed rather
-    // than given back to the pool.
-    let mut unfinished = Unfinished(Some(connection));
-    let answered =
-        <D::Database as Driver>::fetch_pairs_in(unfinished.connection(), &sql, &binds).await;
-    let connection = unfinished.finish();
-    let mut answered: HashMap<String, Option<String>> = match answered {
-        Ok(pairs) => {
-            let mut answered = HashMap::with_capacity(pairs.len());
-            for (event_id, answer) in pairs {
-                answered.entry(event_id).or_insert(answer);
-            }
-            answered
-        }
-        Err(error) => {
-            // No transaction open (it failed at its `BEGIN`) makes this fail: nothing to undo.
-            let rollback: Arc<str> = "ROLLBACK".into();
-            let _ = <D::Database as Driver>::execute_in(connection, &rollback, &[]).await;
-            return Err(Failed::Statement(error));
-        }
-    };
-    let mut answers: Vec<Option<Answer>> = group.iter().map(|_| None).collect();
-    plan.answer(&rows, &mut answered, &mut answers);
-    Ok(answers
-        .into_iter()
-        .map(|answer| answer.expect("every write of the group is in a statement of many rows"))
-        .collect())
-}
-
-/// A connection inside a query that may leave a transaction open: closed instead of given
-/// back to the pool if dropped before [`finish`](Self::finish).
-struct Unfinished<'c, DB: sqlx::Database>(Option<&'c mut PoolConnection<DB>>);
-
-impl<'c, DB: sqlx::Database> Unfinished<'c, DB> {
-    fn connection(&mut self) -> &mut DB::Connection {
-        self.0.as_mut().expect("not finished")
-    }
-
-    fn finish(mut self) -> &'c mut PoolConnection<DB> {
-        self.0.take().expect("not finished")
-    }
-}
-
-impl<DB: sqlx::Database> Drop for Unfinished<'_, DB> {
-    fn drop(&mut self) {
-        if let Some(connection) = self.0.take() {
-            connection.close_on_drop();
-        }
-    }
 }
 
 /// In what order a group's writes run in its transaction: first each statement of many rows

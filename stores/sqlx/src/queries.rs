@@ -151,7 +151,7 @@ impl Queries {
             discard: query(inbox.discard),
         });
         let many = D::MANY.map(|many| ManyQueries {
-            claim: Arc::new(Many::new(one(many.claim), Some(one(many.state)))),
+            claim: Arc::new(Many::new(one(many.claim), many.state.map(one))),
             complete: Arc::new(Many::new(one(many.complete), None)),
             receive: Arc::new(Many::new(one(many.receive), None)),
         });

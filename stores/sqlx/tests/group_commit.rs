@@ -465,11 +465,15 @@ async fn with_grouping_off_each_write_commits_alone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
 async fn a_row_held_by_a_handler_transaction_holds_up_no_other_claim_on_postgres() {
-    let store = postgres_store("group_held", 16).await;
+    let test_store = postgres_store("group_held", 16).await;
     assert!(
-        !store.group_commit().is_on(),
+        !test_store.group_commit().is_on(),
         "PostgreSQL groups only when told to"
     );
+    let store = test_store
+        .store
+        .clone()
+        .with_group_commit(GroupCommit::POSTGRES.with_writers(1));
     let (held, owner) = (unique_event_id("held"), ClaimToken::generate());
     let claimant = Claimant::new(&held, TYPE, &owner);
     assert_eq!(store.claim(claimant, LEASE).await.unwrap(), Claim::Acquired);
@@ -486,7 +490,7 @@ async fn a_row_held_by_a_handler_transaction_holds_up_no_other_claim_on_postgres
         .await
         .unwrap();
     let redelivery = tokio::spawn({
-        let (store, held) = (store.store.clone(), held.clone());
+        let (store, held) = (store.clone(), held.clone());
         async move {
             let started = tokio::time::Instant::now();
             let answer = store
@@ -498,7 +502,7 @@ async fn a_row_held_by_a_handler_transaction_holds_up_no_other_claim_on_postgres
     // Fresh events, arriving while the redelivery waits for the row (alone in its group).
     let mut fresh = JoinSet::new();
     for n in 0..40 {
-        let store = store.store.clone();
+        let store = store.clone();
         fresh.spawn(async move {
             tokio::time::sleep(Duration::from_millis(50 + n * 5)).await;
             let started = tokio::time::Instant::now();
@@ -525,4 +529,133 @@ async fn a_row_held_by_a_handler_transaction_holds_up_no_other_claim_on_postgres
     assert!(answer.is_err(), "{answer:?} after {waited:?}");
     assert!(waited >= Duration::from_secs(2), "it waited {waited:?}");
     eprintln!("the slowest of 40 fresh claims beside a held row: {slowest:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+async fn claims_completions_and_receipts_of_many_events_in_one_group_on_postgres() {
+    let test_store = postgres_store("group_many", 16).await;
+    let store = test_store
+        .store
+        .clone()
+        .with_group_commit(GroupCommit::POSTGRES.with_writers(1));
+    let retention = Duration::from_secs(3600);
+    let body = Bytes::from_static(b"{}");
+    let acquire = |id: &str, token: &ClaimToken| {
+        let store = store.clone();
+        let (id, token) = (id.to_owned(), *token);
+        async move {
+            store
+                .claim(Claimant::new(&id, TYPE, &token), LEASE)
+                .await
+                .unwrap()
+        }
+    };
+    // Before the group: one event completed, two in flight under another delivery's claim,
+    // five held by the deliveries that complete them in the group, one received.
+    let (completed, token) = (unique_event_id("completed"), ClaimToken::generate());
+    assert_eq!(acquire(&completed, &token).await, Claim::Acquired);
+    let claimant = Claimant::new(&completed, TYPE, &token);
+    IdempotencyStore::complete(&store, claimant, retention)
+        .await
+        .unwrap();
+    let other = ClaimToken::generate();
+    let (in_flight, others) = (unique_event_id("in-flight"), unique_event_id("others"));
+    assert_eq!(acquire(&in_flight, &other).await, Claim::Acquired);
+    assert_eq!(acquire(&others, &other).await, Claim::Acquired);
+    let mut held = Vec::new();
+    for _ in 0..5 {
+        let (id, token) = (unique_event_id("held"), ClaimToken::generate());
+        assert_eq!(acquire(&id, &token).await, Claim::Acquired);
+        held.push((id, token));
+    }
+    let known = unique_event_id("known");
+    let event = ReceivedEvent::new(&known, TYPE, &body, &[], "/");
+    assert_eq!(store.receive(&event).await.unwrap(), Receipt::Stored);
+    // The writer is held up by a claim of a row a handler's transaction holds (the group's
+    // lock timeout), while the group queues behind it.
+    let (blocker, owner) = (unique_event_id("blocker"), ClaimToken::generate());
+    assert_eq!(acquire(&blocker, &owner).await, Claim::Acquired);
+    let mut handler = test_store.pool().begin().await.unwrap();
+    let lock = format!(
+        "SELECT 1 FROM {} WHERE event_id = $1 FOR UPDATE",
+        test_store.table()
+    );
+    sqlx::query(sqlx::AssertSqlSafe(lock))
+        .bind(&blocker)
+        .execute(&mut *handler)
+        .await
+        .unwrap();
+    let blocked = tokio::spawn(acquire(&blocker, &ClaimToken::generate()));
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let mut claims = JoinSet::new();
+    let fresh: Vec<String> = (0..12).map(|_| unique_event_id("fresh")).collect();
+    for id in fresh.iter().chain([&completed, &in_flight]) {
+        let (store, id) = (store.clone(), id.clone());
+        claims.spawn(async move {
+            let answer = store
+                .claim(Claimant::new(&id, TYPE, &ClaimToken::generate()), LEASE)
+                .await;
+            (id, answer.expect("no claim fails"))
+        });
+    }
+    let mut completions = JoinSet::new();
+    for (id, token) in held
+        .iter()
+        .cloned()
+        .chain([(others.clone(), ClaimToken::generate())])
+    {
+        let store = store.clone();
+        completions.spawn(async move {
+            let claimant = Claimant::new(&id, TYPE, &token);
+            (
+                id.clone(),
+                IdempotencyStore::complete(&store, claimant, retention).await,
+            )
+        });
+    }
+    let mut receipts = JoinSet::new();
+    let received: Vec<String> = (0..6).map(|_| unique_event_id("received")).collect();
+    for id in received.iter().chain([&known]) {
+        let (store, id, body) = (store.clone(), id.clone(), body.clone());
+        receipts.spawn(async move {
+            let event = ReceivedEvent::new(&id, TYPE, &body, &[], "/");
+            (
+                id.clone(),
+                store.receive(&event).await.expect("no receipt fails"),
+            )
+        });
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    handler.rollback().await.unwrap();
+    assert_eq!(blocked.await.unwrap(), Claim::InFlight);
+    for (id, answer) in claims.join_all().await {
+        let expected = match id {
+            _ if id == completed => Claim::Completed,
+            _ if id == in_flight => Claim::InFlight,
+            _ => Claim::Acquired,
+        };
+        assert_eq!(answer, expected, "the claim of {id}");
+    }
+    for (id, answer) in completions.join_all().await {
+        let expected = match id {
+            _ if id == others => Completion::TakenOver,
+            _ => Completion::Recorded,
+        };
+        assert_eq!(answer.unwrap(), expected, "the completion of {id}");
+    }
+    for (id, receipt) in receipts.join_all().await {
+        let expected = if id == known {
+            Receipt::Duplicate
+        } else {
+            Receipt::Stored
+        };
+        assert_eq!(receipt, expected, "the receipt of {id}");
+    }
+    for (id, _) in &held {
+        assert_eq!(acquire(id, &ClaimToken::generate()).await, Claim::Completed);
+    }
+    for id in &fresh {
+        assert_eq!(acquire(id, &ClaimToken::generate()).await, Claim::InFlight);
+    }
 }

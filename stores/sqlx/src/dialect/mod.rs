@@ -142,12 +142,6 @@ mod sealed {
         /// transaction).
         const GROUP_ASYNCHRONOUS: bool = true;
 
-        /// Whether a group whose writes are all in statements of many rows is sent as one
-        /// query: its `BEGIN`, those statements and its `COMMIT`, in one round trip to the
-        /// connection (where the driver runs a query of several statements, binding their
-        /// `?` in order).
-        const GROUP_ONE_QUERY: bool = false;
-
         /// The statements that write many operations of one kind at once in a group commit
         /// (`*_many.sql`), where the dialect has them.
         const MANY: Option<ManyTemplates> = None;
@@ -286,8 +280,9 @@ mod sealed {
     pub struct ManyTemplates {
         /// `claim_many.sql`, binding the claim's binds in their order.
         pub(crate) claim: &'static str,
-        /// `state_many.sql`: the state of the claims that `claim` did not acquire.
-        pub(crate) state: &'static str,
+        /// `state_many.sql`, where `claim` answers only the claims it acquired: the state of
+        /// the others.
+        pub(crate) state: Option<&'static str>,
         /// `complete_many.sql`, binding the completion's binds in their order.
         pub(crate) complete: &'static str,
         /// `inbox_receive_many.sql`, binding the receipt's binds in their order.

@@ -16,7 +16,8 @@ use sqlx::{
 };
 
 use super::{
-    Dialect, InboxTemplates, Sealed, has_store_columns, micros, refuse_unusable, sealed::Templates,
+    Bind, Dialect, InboxTemplates, Sealed, has_store_columns, micros, refuse_unusable,
+    sealed::{ManyTemplates, Templates},
 };
 use crate::{
     Error, SqlStore, TableName,
@@ -91,6 +92,12 @@ impl Sealed for Postgres {
     const GROUP_ASYNCHRONOUS: bool = false;
     // Measured faster at 64 connections than writers as tasks (BENCHMARKS.md, section 8).
     const GROUP_WRITER_THREAD: bool = true;
+    const MANY: Option<ManyTemplates> = Some(ManyTemplates {
+        claim: include_str!("../../queries/postgres/claim_many.sql"),
+        state: None,
+        complete: include_str!("../../queries/postgres/complete_many.sql"),
+        receive: include_str!("../../queries/postgres/inbox_receive_many.sql"),
+    });
     const SQL: Templates = Templates {
         claim: include_str!("../../queries/postgres/claim.sql"),
         claim_binds: &[0, 1, 2, 3],
@@ -153,6 +160,17 @@ impl Sealed for Postgres {
             ),
         }),
     };
+
+    fn placeholder(position: usize, bind: Bind<'_>) -> String {
+        // Typed: a statement of many rows binds its rows in `VALUES`, where nothing else
+        // tells PostgreSQL their types.
+        let of = match bind {
+            Bind::Text(_) | Bind::OptText(_) => "text",
+            Bind::Int(_) | Bind::OptInt(_) => "bigint",
+            Bind::Bytes(_) => "bytea",
+        };
+        format!("${position}::{of}")
+    }
 
     fn is_conflict(error: &dyn DatabaseError) -> bool {
         // serialization_failure, deadlock_detected

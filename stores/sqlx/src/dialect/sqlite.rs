@@ -53,12 +53,9 @@ impl Sealed for Sqlite {
     const GROUP_WRITER_THREAD: bool = true;
     // The group's transaction takes the write lock before its first statement reads.
     const GROUP_BEGIN: Option<&'static str> = Some(BEGIN_WRITE);
-    // The connection's thread runs a query of several statements, each `?` bound in turn:
-    // one round trip to it for a whole group.
-    const GROUP_ONE_QUERY: bool = true;
     const MANY: Option<ManyTemplates> = Some(ManyTemplates {
         claim: include_str!("../../queries/sqlite/claim_many.sql"),
-        state: include_str!("../../queries/sqlite/state_many.sql"),
+        state: Some(include_str!("../../queries/sqlite/state_many.sql")),
         complete: include_str!("../../queries/sqlite/complete_many.sql"),
         receive: include_str!("../../queries/sqlite/inbox_receive_many.sql"),
     });

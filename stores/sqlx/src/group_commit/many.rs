@@ -93,10 +93,18 @@ impl Many {
         let count = rows.len().next_power_of_two();
         let rendered = self.rendered::<D>(count, first.binds);
         let padding = (count - rows.len()) * first.binds.len();
+        // The padding's values have the first row's types: a prepared statement keeps the
+        // types it was first bound with.
+        let padding = first
+            .binds
+            .iter()
+            .map(|value| -> Bind<'a> { value.padding() })
+            .cycle()
+            .take(padding);
         let binds: Vec<Bind<'a>> = rows
             .iter()
             .flat_map(|row| row.binds.iter().map(Value::bind))
-            .chain(std::iter::repeat_n(Bind::OptText(None), padding))
+            .chain(padding)
             .collect();
         let mut statements = vec![(rendered.sql, binds)];
         if let Some(otherwise) = rendered.otherwise {
