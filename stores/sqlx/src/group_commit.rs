@@ -13,11 +13,7 @@
 
 mod many;
 
-use std::{
-    collections::{HashMap, HashSet},
-    fmt,
-    sync::Arc,
-};
+use std::{collections::HashSet, fmt, sync::Arc};
 
 pub(crate) use many::Many;
 
@@ -708,23 +704,25 @@ async fn in_one_transaction<D: Dialect>(
     }
     let mut answers: Vec<Option<Answer>> = group.iter().map(|_| None).collect();
     let mut ran = Ok(());
-    let rows = plan.rows(group);
-    let mut answered = HashMap::new();
-    'many: for (statement, binds) in plan.statements::<D>(&rows) {
-        match <D::Database as Driver>::fetch_pairs_in(&mut transaction, &statement, &binds).await {
-            Ok(pairs) => {
-                for (event_id, answer) in pairs {
-                    answered.entry(event_id).or_insert(answer);
+    for (many, indexes) in &plan.many {
+        let rows: Vec<many::Row<'_>> = indexes
+            .iter()
+            .map(|&index| many::Row {
+                event_id: group[index].write.event_id().unwrap_or_default(),
+                binds: &group[index].write.binds,
+            })
+            .collect();
+        match many.write::<D>(&mut transaction, &rows).await {
+            Ok(answered) => {
+                for (&index, answer) in indexes.iter().zip(answered) {
+                    answers[index] = Some(answer);
                 }
             }
             Err(error) => {
                 ran = Err(error);
-                break 'many;
+                break;
             }
         }
-    }
-    if ran.is_ok() {
-        plan.answer(&rows, &mut answered, &mut answers);
     }
     if ran.is_ok() {
         for &index in &plan.one_by_one {
@@ -797,48 +795,5 @@ impl Plan {
         });
         one_by_one.sort_unstable();
         Self { many, one_by_one }
-    }
-
-    /// The rows of each statement of many rows.
-    fn rows<'a>(&self, group: &'a [Queued]) -> Vec<Vec<many::Row<'a>>> {
-        self.many
-            .iter()
-            .map(|(_, indexes)| {
-                indexes
-                    .iter()
-                    .map(|&index| many::Row {
-                        event_id: group[index].write.event_id().unwrap_or_default(),
-                        binds: &group[index].write.binds,
-                    })
-                    .collect()
-            })
-            .collect()
-    }
-
-    /// The statements of many rows, in order, with their binds.
-    fn statements<'a, D: Dialect>(
-        &self,
-        rows: &[Vec<many::Row<'a>>],
-    ) -> Vec<(Arc<str>, Vec<Bind<'a>>)> {
-        self.many
-            .iter()
-            .zip(rows)
-            .flat_map(|((many, _), rows)| many.statements::<D>(rows))
-            .collect()
-    }
-
-    /// Puts the answers of the writes of many rows, from what their statements answered by
-    /// event id, in their places in `answers`.
-    fn answer(
-        &self,
-        rows: &[Vec<many::Row<'_>>],
-        answered: &mut HashMap<String, Option<String>>,
-        answers: &mut [Option<Answer>],
-    ) {
-        for ((_, indexes), rows) in self.many.iter().zip(rows) {
-            for (&index, answer) in indexes.iter().zip(Many::answers(rows, answered)) {
-                answers[index] = Some(answer);
-            }
-        }
     }
 }

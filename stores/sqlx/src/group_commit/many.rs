@@ -8,7 +8,7 @@ use std::{
 };
 
 use super::{Answer, Value};
-use crate::dialect::{Bind, Dialect};
+use crate::dialect::{Bind, Dialect, Driver};
 
 /// A statement of many rows (`claim_many.sql`, …), and the statement that reads what it did
 /// not write (`state_many.sql`), rendered for the store's table.
@@ -80,51 +80,101 @@ impl Many {
             .clone()
     }
 
-    /// The statements that write `rows` (of distinct events), with their binds: the
-    /// statement of many rows, then the one that reads what it did not write, if any (it
-    /// reads every row's event: an answer of the first statement comes first, and wins).
-    pub(super) fn statements<'a, D: Dialect>(
+    /// Writes `rows` (of distinct events) in one statement on `connection`, inside its open
+    /// transaction, then reads the state of those it did not write where the dialect needs
+    /// that: each row's answer, in order, as its own statement would answer it.
+    pub(super) async fn write<D: Dialect>(
         &self,
-        rows: &[Row<'a>],
-    ) -> Vec<(Arc<str>, Vec<Bind<'a>>)> {
+        connection: &mut <D::Database as sqlx::Database>::Connection,
+        rows: &[Row<'_>],
+    ) -> Result<Vec<Answer>, sqlx::Error> {
         let Some(first) = rows.first() else {
-            return Vec::new();
+            return Ok(Vec::new());
         };
         let count = rows.len().next_power_of_two();
         let rendered = self.rendered::<D>(count, first.binds);
-        let padding = (count - rows.len()) * first.binds.len();
-        // The padding's values have the first row's types: a prepared statement keeps the
-        // types it was first bound with.
+        // The padding rows' values have the first row's types: a prepared statement keeps
+        // the types it was first bound with.
         let padding = first
             .binds
             .iter()
-            .map(|value| -> Bind<'a> { value.padding() })
+            .map(|value| -> Bind<'_> { value.padding() })
             .cycle()
-            .take(padding);
-        let binds: Vec<Bind<'a>> = rows
+            .take((count - rows.len()) * first.binds.len());
+        let binds: Vec<Bind<'_>> = rows
             .iter()
             .flat_map(|row| row.binds.iter().map(Value::bind))
             .chain(padding)
             .collect();
-        let mut statements = vec![(rendered.sql, binds)];
-        if let Some(otherwise) = rendered.otherwise {
-            let ids = rows
-                .iter()
-                .map(|row| Bind::Text(row.event_id))
-                .chain(std::iter::repeat_n(Bind::OptText(None), count - rows.len()))
+        let mut answered: HashMap<String, Option<String>> =
+            <D::Database as Driver>::fetch_pairs_in(connection, &rendered.sql, &binds)
+                .await?
+                .into_iter()
                 .collect();
-            statements.push((otherwise, ids));
+        let unanswered: Vec<Bind<'_>> = rows
+            .iter()
+            .filter(|row| !answered.contains_key(row.event_id))
+            .map(|row| Bind::Text(row.event_id))
+            .collect();
+        if let (Some(otherwise), false) = (&rendered.otherwise, unanswered.is_empty()) {
+            let padding = count - unanswered.len();
+            let ids: Vec<Bind<'_>> = unanswered
+                .into_iter()
+                .chain(std::iter::repeat_n(Bind::OptText(None), padding))
+                .collect();
+            let states = <D::Database as Driver>::fetch_pairs_in(connection, otherwise, &ids);
+            answered.extend(states.await?);
         }
-        statements
-    }
-
-    /// Each row's answer, in order, from what the statements answered by event id.
-    pub(super) fn answers(
-        rows: &[Row<'_>],
-        answered: &mut HashMap<String, Option<String>>,
-    ) -> Vec<Answer> {
-        rows.iter()
+        Ok(rows
+            .iter()
             .map(|row| Answer::Text(answered.remove(row.event_id).flatten()))
-            .collect()
+            .collect())
+    }
+}
+
+#[cfg(all(test, feature = "postgres"))]
+mod tests {
+    use std::sync::Arc;
+
+    use sqlx::Connection;
+
+    use super::{Many, Row};
+    use crate::{dialect::Postgres, group_commit::Value};
+
+    #[tokio::test]
+    #[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+    async fn padding_rows_keep_the_types_the_statement_was_prepared_with_on_postgres() {
+        let url = std::env::var("SANGHO_TEST_POSTGRES_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+        let mut connection = sqlx::PgConnection::connect(&url).await.unwrap();
+        let sql: Arc<str> = "WITH r (event_id, n) AS (VALUES {rows}) \
+                             SELECT event_id, (n + 1)::text FROM r WHERE event_id IS NOT NULL"
+            .into();
+        let many = Many::new(sql, None);
+        let values: Vec<[Value; 2]> = (0..4)
+            .map(|n| [Value::Text(format!("evt_{n}")), Value::Int(n)])
+            .collect();
+        // Three rows and a padding row prepare the statement of four; then four real rows
+        // bind an integer where the padding bound its NULL.
+        for rows in [3, 4] {
+            let rows: Vec<Row<'_>> = values[..rows]
+                .iter()
+                .map(|binds| Row {
+                    event_id: match &binds[0] {
+                        Value::Text(id) => id,
+                        _ => unreachable!(),
+                    },
+                    binds,
+                })
+                .collect();
+            let answers = many
+                .write::<Postgres>(&mut connection, &rows)
+                .await
+                .unwrap();
+            let texts: Vec<Option<String>> = answers.into_iter().map(|a| a.into_text()).collect();
+            let expected: Vec<Option<String>> =
+                (1..=rows.len()).map(|n| Some(n.to_string())).collect();
+            assert_eq!(texts, expected);
+        }
     }
 }
