@@ -1,7 +1,10 @@
 //! Inbox mode over the store's table: [`Inbox`] for [`SqlStore`], written once for every
 //! dialect (each supplies its `queries/<dialect>/inbox_*.sql`).
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::{
+    sync::Arc,
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -17,7 +20,7 @@ use sangho_webhook::{
 use crate::{
     SqlStore,
     dialect::{Bind, Dialect, Driver, KeyOf, RecordRow, StatsRow, SummaryRow, micros},
-    group_commit::{Answer, Write},
+    group_commit::{Answer, Many, Write},
     queries::{InboxQueries, Query},
 };
 
@@ -184,25 +187,38 @@ impl<D: Dialect> SqlStore<D> {
         query: &Query,
         binds: &[Bind<'_>],
         lane: &str,
+        many: Option<&Arc<Many>>,
     ) -> Result<Option<String>, StoreError> {
         if !D::GROUP_INBOX {
             return self.inbox_text(query, binds).await;
         }
         let binds = query.binds(binds);
-        self.write(Write::text(&query.sql, &binds).in_lane_of(lane))
-            .await
-            .map(Answer::into_text)
-            .map_err(|error| self.write_error(error))
+        self.write(
+            Write::text(&query.sql, &binds)
+                .in_lane_of(lane)
+                .in_many(many),
+        )
+        .await
+        .map(Answer::into_text)
+        .map_err(|error| self.write_error(error))
     }
 
     /// Runs an owner-checked write of the event whose id is the first of `binds`: whether the
-    /// token held the event.
-    async fn inbox_owned(&self, query: &Query, binds: &[Bind<'_>]) -> Result<bool, StoreError> {
+    /// token held the event. In a group, `many` writes it with the others of its kind.
+    async fn inbox_owned(
+        &self,
+        query: &Query,
+        binds: &[Bind<'_>],
+        many: Option<&Arc<Many>>,
+    ) -> Result<bool, StoreError> {
         let event_id = match binds.first() {
             Some(Bind::Text(event_id)) => event_id,
             _ => "",
         };
-        Ok(self.inbox_write(query, binds, event_id).await?.is_some())
+        Ok(self
+            .inbox_write(query, binds, event_id, many)
+            .await?
+            .is_some())
     }
 
     /// The state of an event the inbox holds, after a replay or a discard that changed nothing.
@@ -317,7 +333,7 @@ impl<D: Dialect> Inbox for SqlStore<D> {
             Bind::Int(micros(lease)),
         ];
         Ok(
-            match self.inbox_owned(&self.inbox()?.renew, &binds).await? {
+            match self.inbox_owned(&self.inbox()?.renew, &binds, None).await? {
                 true => Renewal::Held,
                 false => Renewal::TakenOver,
             },
@@ -335,7 +351,9 @@ impl<D: Dialect> Inbox for SqlStore<D> {
             Bind::Int(micros(retention)),
         ];
         let query = &self.inbox()?.complete;
-        Ok(match self.inbox_owned(query, &binds).await? {
+        let many = self.grouped_queries().many.as_ref();
+        let many = many.map(|many| &many.inbox_complete);
+        Ok(match self.inbox_owned(query, &binds, many).await? {
             true => Completion::Recorded,
             false => Completion::TakenOver,
         })
@@ -357,10 +375,12 @@ impl<D: Dialect> Inbox for SqlStore<D> {
             Bind::Int(dead),
             Bind::Int(delay),
         ];
-        Ok(match self.inbox_owned(&self.inbox()?.fail, &binds).await? {
-            true => Failure::Recorded,
-            false => Failure::NotHeld,
-        })
+        Ok(
+            match self.inbox_owned(&self.inbox()?.fail, &binds, None).await? {
+                true => Failure::Recorded,
+                false => Failure::NotHeld,
+            },
+        )
     }
 
     async fn abandon(&self, claimant: &Claimant<'_>) -> Result<Release, StoreError> {
@@ -369,7 +389,10 @@ impl<D: Dialect> Inbox for SqlStore<D> {
             Bind::Text(claimant.token.as_str()),
         ];
         Ok(
-            match self.inbox_owned(&self.inbox()?.abandon, &binds).await? {
+            match self
+                .inbox_owned(&self.inbox()?.abandon, &binds, None)
+                .await?
+            {
                 true => {
                     self.inbox_wake().notify_waiters();
                     D::notify_other_processes(self);
@@ -481,7 +504,10 @@ impl<D: Dialect> Inbox for SqlStore<D> {
 
     async fn discard(&self, event_id: &str) -> Result<Discarded, StoreError> {
         let binds = [Bind::Text(event_id)];
-        if self.inbox_owned(&self.inbox()?.discard, &binds).await? {
+        if self
+            .inbox_owned(&self.inbox()?.discard, &binds, None)
+            .await?
+        {
             return Ok(Discarded::Discarded);
         }
         Ok(match self.inbox_state(event_id).await?.as_deref() {

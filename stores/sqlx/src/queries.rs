@@ -45,6 +45,7 @@ pub(crate) struct ManyQueries {
     pub(crate) claim: Arc<Many>,
     pub(crate) complete: Arc<Many>,
     pub(crate) receive: Arc<Many>,
+    pub(crate) inbox_complete: Arc<Many>,
 }
 
 /// A statement and which of its operation's binds it binds, in order; and the statements of
@@ -154,6 +155,7 @@ impl Queries {
             claim: Arc::new(Many::new(one(many.claim), many.state.map(one))),
             complete: Arc::new(Many::new(one(many.complete), None)),
             receive: Arc::new(Many::new(one(many.receive), None)),
+            inbox_complete: Arc::new(Many::new(one(many.inbox_complete), None)),
         });
         Self {
             inbox,

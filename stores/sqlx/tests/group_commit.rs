@@ -18,7 +18,7 @@ use std::{sync::Arc, time::Duration};
 use bytes::Bytes;
 use common::{postgres_store, sqlite_store_at};
 use sangho_webhook::{
-    inbox::{Inbox, Receipt, ReceivedEvent, TakeOrder},
+    inbox::{EventState, Inbox, Receipt, ReceivedEvent, TakeOrder},
     store::{Claim, ClaimToken, Claimant, Completion, IdempotencyStore, StoreError},
     testing::conformance::unique_event_id,
 };
@@ -344,6 +344,60 @@ async fn receipts_in_one_group_keep_the_order_of_their_key_and_answer_duplicates
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_completions_of_many_events_in_one_group_each_answer_as_alone() {
+    let (store, url, _dir) = store().await;
+    let body = Bytes::from_static(b"{}");
+    let mut taken = Vec::new();
+    for _ in 0..7 {
+        let id = unique_event_id("inbox");
+        let event = ReceivedEvent::new(&id, TYPE, &body, &[], "/");
+        assert_eq!(store.receive(&event).await.unwrap(), Receipt::Stored);
+        let token = ClaimToken::generate();
+        let event = store
+            .take(&token, LEASE, TakeOrder::FreshFirst)
+            .await
+            .unwrap();
+        taken.push((event.expect("an event is due").event_id, token));
+    }
+    let lock = hold_write_lock(&url).await;
+    let mut first = JoinSet::new();
+    occupy_the_writer(&store, &mut first).await;
+    // Six completions by the workers that hold their events, one by a worker that does not.
+    let mut completions = JoinSet::new();
+    for (index, (id, token)) in taken.iter().cloned().enumerate() {
+        let store = store.clone();
+        let token = if index == 6 {
+            ClaimToken::generate()
+        } else {
+            token
+        };
+        completions.spawn(async move {
+            let claimant = Claimant::new(&id, TYPE, &token);
+            let completion = Inbox::complete(&store, &claimant, Duration::from_secs(3600));
+            (index, completion.await.expect("no completion fails"))
+        });
+    }
+    release_write_lock(lock).await;
+    first.join_all().await;
+    for (index, completion) in completions.join_all().await {
+        let expected = match index {
+            6 => Completion::TakenOver,
+            _ => Completion::Recorded,
+        };
+        assert_eq!(completion, expected, "the completion of event {index}");
+    }
+    // The six are completed; the seventh is still its worker's.
+    for (index, (id, _)) in taken.iter().enumerate() {
+        let expected = match index {
+            6 => EventState::InFlight,
+            _ => EventState::Completed,
+        };
+        let record = store.show(id).await.unwrap().expect("the event is stored");
+        assert_eq!(record.summary.state, expected, "the state of event {index}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_whose_caller_left_while_it_waited_is_never_made() {
     let (store, url, _dir) = store().await;
     let id = unique_event_id("left");
@@ -572,6 +626,21 @@ async fn claims_completions_and_receipts_of_many_events_in_one_group_on_postgres
     let known = unique_event_id("known");
     let event = ReceivedEvent::new(&known, TYPE, &body, &[], "/");
     assert_eq!(store.receive(&event).await.unwrap(), Receipt::Stored);
+    // Four events taken by workers, which complete them in the group.
+    let mut taken = Vec::new();
+    for _ in 0..3 {
+        let id = unique_event_id("taken");
+        let event = ReceivedEvent::new(&id, TYPE, &body, &[], "/");
+        assert_eq!(store.receive(&event).await.unwrap(), Receipt::Stored);
+    }
+    for _ in 0..4 {
+        let token = ClaimToken::generate();
+        let event = store
+            .take(&token, LEASE, TakeOrder::FreshFirst)
+            .await
+            .unwrap();
+        taken.push((event.expect("an event is due").event_id, token));
+    }
     // The writer is held up by a claim of a row a handler's transaction holds (the group's
     // lock timeout), while the group queues behind it.
     let (blocker, owner) = (unique_event_id("blocker"), ClaimToken::generate());
@@ -626,9 +695,28 @@ async fn claims_completions_and_receipts_of_many_events_in_one_group_on_postgres
             )
         });
     }
+    let mut worker_completions = JoinSet::new();
+    for (id, token) in taken.clone() {
+        let store = store.clone();
+        worker_completions.spawn(async move {
+            let claimant = Claimant::new(&id, TYPE, &token);
+            Inbox::complete(&store, &claimant, retention).await
+        });
+    }
     tokio::time::sleep(Duration::from_millis(300)).await;
     handler.rollback().await.unwrap();
     assert_eq!(blocked.await.unwrap(), Claim::InFlight);
+    for completion in worker_completions.join_all().await {
+        assert_eq!(completion.unwrap(), Completion::Recorded);
+    }
+    for (id, _) in &taken {
+        let record = store.show(id).await.unwrap().expect("the event is stored");
+        assert_eq!(
+            record.summary.state,
+            EventState::Completed,
+            "the state of {id}"
+        );
+    }
     for (id, answer) in claims.join_all().await {
         let expected = match id {
             _ if id == completed => Claim::Completed,

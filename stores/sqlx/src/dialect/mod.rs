@@ -287,6 +287,8 @@ mod sealed {
         pub(crate) complete: &'static str,
         /// `inbox_receive_many.sql`, binding the receipt's binds in their order.
         pub(crate) receive: &'static str,
+        /// `inbox_complete_many.sql`, binding a worker's completion's binds in their order.
+        pub(crate) inbox_complete: &'static str,
     }
 
     /// One statement file, and which of its operation's binds (in the order of

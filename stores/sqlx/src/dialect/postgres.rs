@@ -97,6 +97,7 @@ impl Sealed for Postgres {
         state: None,
         complete: include_str!("../../queries/postgres/complete_many.sql"),
         receive: include_str!("../../queries/postgres/inbox_receive_many.sql"),
+        inbox_complete: include_str!("../../queries/postgres/inbox_complete_many.sql"),
     });
     const SQL: Templates = Templates {
         claim: include_str!("../../queries/postgres/claim.sql"),
