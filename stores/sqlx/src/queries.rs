@@ -284,6 +284,53 @@ mod tests {
         assert_eq!(statements(file), ["SET a = 1", "SELECT 1\nFROM t"]);
     }
 
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    /// The `ON CONFLICT …` clause of an SQL file up to its `RETURNING`, comments left out and
+    /// whitespace folded, with `replace` applied.
+    fn conflict_clause(file: &str, replace: &[(&str, &str)]) -> String {
+        let code = statements(file).join(";\n");
+        let start = code.find("ON CONFLICT").expect("an upsert");
+        let end = start + code[start..].find("RETURNING").expect("its RETURNING");
+        // `EXCLUDED` is a keyword: its case is the file's.
+        let folded = code[start..end]
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+            .replace("excluded.", "EXCLUDED.");
+        replace
+            .iter()
+            .fold(folded, |clause, (from, to)| clause.replace(from, to))
+    }
+
+    #[cfg(any(feature = "sqlite", feature = "postgres"))]
+    /// Each statement of many rows resolves a conflict as its one-row statement does (the
+    /// files repeat the clause, so that each reads as SQL on its own).
+    fn many_rows_resolve_conflicts_as_one_row<D: crate::dialect::Sealed>(token: &str) {
+        let many = D::MANY.expect("statements of many rows");
+        let inbox = D::SQL.inbox.expect("inbox mode");
+        let owner = format!("e.claim_token = {token}");
+        let by_owner = [(owner.as_str(), "e.claim_token = EXCLUDED.claim_token")];
+        for (one, many, replace) in [
+            (D::SQL.claim, many.claim, &[][..]),
+            (D::SQL.complete, many.complete, &by_owner[..]),
+            (inbox.receive.0, many.receive, &[][..]),
+        ] {
+            assert_eq!(conflict_clause(one, replace), conflict_clause(many, &[]));
+        }
+    }
+
+    #[cfg(feature = "sqlite")]
+    #[test]
+    fn sqlite_s_statements_of_many_rows_resolve_conflicts_as_one_row() {
+        many_rows_resolve_conflicts_as_one_row::<crate::dialect::Sqlite>("?3");
+    }
+
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn postgres_s_statements_of_many_rows_resolve_conflicts_as_one_row() {
+        many_rows_resolve_conflicts_as_one_row::<crate::dialect::Postgres>("$3");
+    }
+
     #[test]
     fn the_claim_s_status_decodes_into_the_claim() {
         let decode = |status| ClaimRow::decode(status).map(Claim::from).ok();
