@@ -3,8 +3,9 @@
 //! together, in one transaction that costs one disk flush, instead of one flush each.
 //!
 //! A writer task takes what is waiting (no timer: a lone write is written at once), up to
-//! [`GroupCommit`]'s bounds, runs each write's statement in one transaction, commits, and only
-//! then answers each caller: every answer comes after the commit that made its write durable,
+//! [`GroupCommit`]'s bounds, runs the writes in one transaction (the claims, completions and
+//! receipts of distinct events each kind in one statement of many rows, see [`Plan`]; the
+//! others each in its own statement), commits, and only then answers each caller: every answer comes after the commit that made its write durable,
 //! and is the answer the statement gives on its own. If a statement fails, the transaction is
 //! rolled back and each write of the batch runs again on its own, so that one write's failure
 //! is only its own. If the commit itself fails, every caller of the batch gets that error, as
