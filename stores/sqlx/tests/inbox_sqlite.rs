@@ -1,9 +1,9 @@
 //! Inbox mode on SQLite: the inbox conformance suite (each check on a file of its own), the
 //! migration of the tables of the previous release, of the provider's schema and of inbox mode
 //! before ordering keys, the purges users already run beside inbox events, the rolling deploy
-//! between the two modes, the query plans of the take and the gauges, and the error `migrate`
-//! logs over connections that commit below `synchronous = FULL`. Not ignored: SQLite needs no
-//! server.
+//! between the two modes, the query plans of the take and the gauges, a scrape of the gauges
+//! beside a million completed events, and the error `migrate` logs over connections that commit
+//! below `synchronous = FULL`. Not ignored: SQLite needs no server.
 
 mod common;
 
@@ -252,11 +252,16 @@ async fn migrate_adds_ordering_keys_to_an_inbox_table_without_them_and_keeps_its
 
 /// A migrated store holding 100,000 completed events, half of each mode.
 async fn beside_100_000_completed_events() -> TestStore<SqliteStore> {
+    beside_completed_events(100_000).await
+}
+
+/// A migrated store holding `rows` completed events, half of each mode.
+async fn beside_completed_events(rows: u64) -> TestStore<SqliteStore> {
     let test = sqlite_store(4).await;
     run(
         &test.store,
         &format!(
-            "WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < 100000)
+            "WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < {rows})
              INSERT INTO {{table}} (event_id, event_type, processed_at, state, claim_token,
                                     expires_at, received_at, sequence, body, due_at, attempts)
              SELECT 'evt_done_' || n, 'payment_intent.succeeded',
@@ -311,6 +316,35 @@ async fn the_gauges_read_an_index_never_the_completed_events() {
             "{plan:#?}"
         );
     }
+}
+
+/// Beside a million completed events (`SANGHO_GAUGES_ROWS`), a scrape of the gauges takes
+/// under 10 ms (the median of 21).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn beside_a_million_completed_events_a_scrape_of_the_gauges_takes_under_10_ms() {
+    let rows = bodies::env_count("SANGHO_GAUGES_ROWS", 1_000_000);
+    let test = beside_completed_events(rows).await;
+    let store = test.store.clone();
+    for _ in 0..3 {
+        stored(&store, "gauges").await;
+    }
+    let mut scrapes = Vec::new();
+    for _ in 0..21 {
+        let started = std::time::Instant::now();
+        let gauges = store.gauges().await.unwrap();
+        scrapes.push(started.elapsed());
+        assert_eq!(gauges.received, 3, "{gauges:?}");
+    }
+    scrapes.sort();
+    let median = scrapes[10];
+    eprintln!(
+        "the gauges beside {rows} completed events: median {median:?}, max {:?}",
+        scrapes[20]
+    );
+    assert!(
+        median < Duration::from_millis(10),
+        "a scrape takes {median:?}"
+    );
 }
 
 #[tokio::test]

@@ -22,9 +22,10 @@
 //! receipt); both are compared with the raw recipe, and checked: each unique event stored once
 //! (and, with the workers, completed). `--inbox 0` leaves them out. `--drain N` then drains a
 //! backlog of N events on each SQL store: N receipts from 64 senders in process, 16 workers
-//! started on the backlog (events/s, and the ratio to the receipts' rate), and the idle
-//! receipt-to-handler latency of 200 receipts one at a time; `--drain-keys K` gives the
-//! backlog's events K objects, keyed by object (each object's events taken one at a time).
+//! (`--drain-workers W`: W) started on the backlog (events/s, and the ratio to the receipts'
+//! rate), and the idle receipt-to-handler latency of 200 receipts one at a time; `--drain-keys
+//! K` gives the backlog's events K objects, keyed by object (each object's events taken one at a
+//! time).
 //!
 //! Each variant runs 5 rounds, the variants taking turns (so that background load on a shared
 //! machine falls on all of them alike); each round is a fresh server, 64 HTTP/1.1 keep-alive
@@ -687,13 +688,9 @@ async fn run(variant: Variant, load: Load) -> Result<RunResult, BoxError> {
     })
 }
 
-/// The worker tasks of the drain: as many as the store's pool has connections for, each take
-/// and completion a round trip.
-const DRAIN_WORKERS: usize = 16;
-
 /// Inbox mode's drain on `inbox`: `events` receipts from 64 concurrent senders (in process,
-/// without HTTP), then 16 workers (a no-op handler) started on the backlog, then, idle, 200
-/// receipts one at a time, each timed from its 202 to its handler's start. Prints the receipt
+/// without HTTP), then `concurrency` workers (a no-op handler) started on the backlog, then,
+/// idle, 200 receipts one at a time, each timed from its 202 to its handler's start. Prints the receipt
 /// and drain rates, their ratio, and the idle wake-up latency. With `keys` > 0, event `n`
 /// belongs to object `n % keys`, and the receiver keys events by object
 /// (`with_ordering_key(object_id)`): the events of one object are taken one at a time.
@@ -702,6 +699,7 @@ async fn drain(
     inbox: &Arc<dyn Inbox>,
     events: usize,
     keys: usize,
+    concurrency: usize,
 ) -> Result<(), BoxError> {
     let secret = Secret::new(fixtures::SECRET)?;
     let mut receiver = InboxReceiver::builder(secret.clone(), inbox.clone());
@@ -759,7 +757,7 @@ async fn drain(
     });
     let started = Instant::now();
     let workers = InboxWorker::builder(inbox.clone(), handler)
-        .with_concurrency(DRAIN_WORKERS)
+        .with_concurrency(concurrency)
         .build()?
         .start();
     // Timed by the handler's calls, not by polling the store's statistics, which would load
@@ -794,7 +792,7 @@ async fn drain(
     let at = |q: f64| latencies[((latencies.len() - 1) as f64 * q) as usize];
     eprintln!(
         "  {name} inbox: {events} receipts ({}; {resends} resent after a 503) at {receipt_rate:.0}/s, drained at \
-         {drain_rate:.0} events/s by {DRAIN_WORKERS} workers: drain / receipt = {:.2}x; idle \
+         {drain_rate:.0} events/s by {concurrency} workers: drain / receipt = {:.2}x; idle \
          receipt-to-handler p50 {:?}, p99 {:?}",
         match keys {
             0 => "no ordering keys".to_owned(),
@@ -1229,6 +1227,15 @@ struct Args {
         default_value_t = 0
     )]
     drain_keys: usize,
+    /// With --drain: the workers that drain the backlog (as many as the store's pool has
+    /// connections for: 16 on each SQL store)
+    #[arg(
+        long,
+        value_name = "N",
+        env = "SANGHO_LOAD_DRAIN_WORKERS",
+        default_value_t = 16
+    )]
+    drain_workers: usize,
     /// The most writes per group commit of the SQLite (and grouped PostgreSQL) store [default:
     /// GroupCommit::SQLITE's, GroupCommit::POSTGRES's]
     #[arg(long, value_name = "N", env = "SANGHO_LOAD_GROUP_MAX")]
@@ -1453,7 +1460,14 @@ async fn main_async(args: Args) -> Result<(), BoxError> {
         for kind in &kinds {
             let backend = kind.open(grouping).await?;
             if let Some(inbox) = &backend.inbox {
-                drain(backend.name, inbox, args.drain, args.drain_keys).await?;
+                drain(
+                    backend.name,
+                    inbox,
+                    args.drain,
+                    args.drain_keys,
+                    args.drain_workers,
+                )
+                .await?;
             }
             (backend.cleanup)().await?;
         }
