@@ -333,8 +333,6 @@ mod gauges_and_takes_read_their_indexes {
     //! their plans hold no sequential scan of the table, and a scrape of the gauges takes
     //! under 10 ms.
 
-    use std::time::{Duration, Instant};
-
     use sangho_webhook::{
         inbox::{Inbox, ReceivedEvent},
         testing::{conformance::unique_event_id, fixtures},
@@ -421,22 +419,7 @@ mod gauges_and_takes_read_their_indexes {
             );
         }
 
-        let mut scrapes = Vec::new();
-        for _ in 0..21 {
-            let started = Instant::now();
-            let gauges = store.store.gauges().await.unwrap();
-            scrapes.push(started.elapsed());
-            assert_eq!(gauges.received, 3);
-        }
-        scrapes.sort();
-        let median = scrapes[10];
-        eprintln!(
-            "the gauges beside {rows} completed events: median {median:?}, max {:?}",
-            scrapes[20]
-        );
-        assert!(
-            median < Duration::from_millis(10),
-            "a scrape takes {median:?}"
-        );
+        crate::common::bodies::a_scrape_of_the_gauges_takes_under_10_ms(&store.store, rows, 3)
+            .await;
     }
 }

@@ -647,3 +647,30 @@ pub async fn a_renewal_that_waits_on_a_lock_gives_up_after_the_lock_timeout(
         Completion::Recorded
     );
 }
+
+/// 21 scrapes of `inbox`'s gauges beside `rows` completed events and `received` waiting ones:
+/// each counts the waiting events, and their median takes under 10 ms (printed, with the
+/// slowest).
+pub async fn a_scrape_of_the_gauges_takes_under_10_ms(
+    inbox: &impl sangho_webhook::inbox::Inbox,
+    rows: u64,
+    received: u64,
+) {
+    let mut scrapes = Vec::new();
+    for _ in 0..21 {
+        let started = Instant::now();
+        let gauges = inbox.gauges().await.unwrap();
+        scrapes.push(started.elapsed());
+        assert_eq!(gauges.received, received, "{gauges:?}");
+    }
+    scrapes.sort();
+    let median = scrapes[10];
+    eprintln!(
+        "the gauges beside {rows} completed events: median {median:?}, max {:?}",
+        scrapes[20]
+    );
+    assert!(
+        median < Duration::from_millis(10),
+        "a scrape takes {median:?}"
+    );
+}
