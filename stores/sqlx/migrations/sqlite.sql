@@ -87,6 +87,13 @@ CREATE INDEX IF NOT EXISTS idx_webhook_ordering
     ON processed_webhook_events (ordering_key, sequence)
     WHERE state IN ('received', 'in_flight') AND ordering_key IS NOT NULL;
 
+-- The events of each ordering key in flight, by the end of their lease: whether one runs under
+-- a live lease (and holds its key) is read from this index alone. It holds no more rows than
+-- handlers run.
+CREATE INDEX IF NOT EXISTS idx_webhook_key_leases
+    ON processed_webhook_events (ordering_key, due_at)
+    WHERE state = 'in_flight' AND ordering_key IS NOT NULL;
+
 -- The waiting, in-flight and dead inbox events: the operators' gauges count them from this
 -- index alone, never reading the completed events.
 CREATE INDEX IF NOT EXISTS idx_webhook_gauges

@@ -178,6 +178,7 @@ async fn migrate_upgrades_a_table_of_the_previous_release_in_place_and_runs_agai
         "idx_webhook_unfinished",
         "idx_webhook_fresh",
         "idx_webhook_ordering",
+        "idx_webhook_key_leases",
         "idx_webhook_gauges",
     ] {
         assert!(indexes.contains(index), "{index} in {indexes:?}");
@@ -234,6 +235,7 @@ async fn migrate_adds_ordering_keys_to_an_inbox_table_without_them_and_keeps_its
     for index in [
         "idx_webhook_fresh",
         "idx_webhook_ordering",
+        "idx_webhook_key_leases",
         "idx_webhook_gauges",
     ] {
         assert!(indexes.contains(index), "{index} in {indexes:?}");
@@ -352,6 +354,30 @@ async fn the_take_searches_its_indexes_never_the_whole_table() {
         for read in reads {
             assert!(read.contains(" USING "), "{read} in {plan:#?}");
         }
+    }
+}
+
+/// The take tests a candidate's ordering key by two searches of indexes, each bounded so that
+/// it stops at its first entry: the key's unfinished events received before the candidate (at
+/// most one row read), and the key's events in flight under a live lease (the index alone).
+/// However many events of the key wait, the test reads none of them.
+#[tokio::test]
+async fn the_take_tests_an_ordering_key_by_two_bounded_searches() {
+    let test = beside_100_000_completed_events().await;
+    let store = test.store.clone();
+    for plan in query_plans(&store, TAKE).await {
+        for expected in [
+            "SEARCH k USING INDEX idx_webhook_ordering (ordering_key=? AND sequence<?)",
+            "SEARCH k USING COVERING INDEX idx_webhook_key_leases (ordering_key=? AND due_at>?)",
+        ] {
+            assert_eq!(
+                plan.iter().filter(|step| *step == expected).count(),
+                2,
+                "{expected} once per search in {plan:#?}"
+            );
+        }
+        let key_reads = plan.iter().filter(|step| step.starts_with("SEARCH k"));
+        assert_eq!(key_reads.count(), 4, "{plan:#?}");
     }
 }
 

@@ -5,8 +5,11 @@
 -- received before it. New events first (?3 = 1): an event on its first attempt since its
 -- receipt or replay (the first search, by the index of fresh events) before any other due
 -- event (the second search, only when the first found nothing: `coalesce` evaluates its
--- arguments in turn), each in the order of receipt. The key's check reads the index of its
--- unfinished events.
+-- arguments in turn), each in the order of receipt. The key's check is two reads of an index,
+-- each stopping at its first entry: the key's unfinished events received before the candidate
+-- (`idx_webhook_ordering`), and the key's events in flight under a live lease
+-- (`idx_webhook_key_leases`, which holds the lease's end). Neither reads a row, however many
+-- events of the key wait.
 --
 -- SQLite runs one writer at a time: no two takes take one event, and receipts and replays
 -- number the events in the order they commit. SQLite evaluates every SET expression on the
@@ -31,23 +34,27 @@ WHERE event_id = coalesce(
     (SELECT c.event_id FROM {table} AS c
      WHERE ?3 = 1 AND c.state = 'received' AND c.attempts = 0
        AND c.due_at <= CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)
-       AND (c.ordering_key IS NULL OR NOT EXISTS (
-           SELECT 1 FROM {table} AS k
-           WHERE k.ordering_key = c.ordering_key AND k.state IN ('received', 'in_flight')
-             AND (k.sequence < c.sequence
-                  OR (k.state = 'in_flight'
-                      AND k.due_at > CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)))))
+       AND (c.ordering_key IS NULL
+            OR (NOT EXISTS (SELECT 1 FROM {table} AS k
+                            WHERE k.ordering_key = c.ordering_key
+                              AND k.state IN ('received', 'in_flight')
+                              AND k.sequence < c.sequence)
+                AND NOT EXISTS (SELECT 1 FROM {table} AS k
+                                WHERE k.ordering_key = c.ordering_key AND k.state = 'in_flight'
+                                  AND k.due_at > CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER))))
      ORDER BY c.sequence
      LIMIT 1),
     (SELECT c.event_id FROM {table} AS c
      WHERE c.state IN ('received', 'in_flight') AND c.sequence IS NOT NULL
        AND c.due_at <= CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)
-       AND (c.ordering_key IS NULL OR NOT EXISTS (
-           SELECT 1 FROM {table} AS k
-           WHERE k.ordering_key = c.ordering_key AND k.state IN ('received', 'in_flight')
-             AND (k.sequence < c.sequence
-                  OR (k.state = 'in_flight'
-                      AND k.due_at > CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)))))
+       AND (c.ordering_key IS NULL
+            OR (NOT EXISTS (SELECT 1 FROM {table} AS k
+                            WHERE k.ordering_key = c.ordering_key
+                              AND k.state IN ('received', 'in_flight')
+                              AND k.sequence < c.sequence)
+                AND NOT EXISTS (SELECT 1 FROM {table} AS k
+                                WHERE k.ordering_key = c.ordering_key AND k.state = 'in_flight'
+                                  AND k.due_at > CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER))))
      ORDER BY c.sequence
      LIMIT 1))
 RETURNING event_id, event_type, body, headers, request_path, received_at,
