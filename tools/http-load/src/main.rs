@@ -690,10 +690,11 @@ async fn run(variant: Variant, load: Load) -> Result<RunResult, BoxError> {
 
 /// Inbox mode's drain on `inbox`: `events` receipts from 64 concurrent senders (in process,
 /// without HTTP), then `concurrency` workers (a no-op handler) started on the backlog, then,
-/// idle, 200 receipts one at a time, each timed from its 202 to its handler's start. Prints the receipt
-/// and drain rates, their ratio, and the idle wake-up latency. With `keys` > 0, event `n`
-/// belongs to object `n % keys`, and the receiver keys events by object
-/// (`with_ordering_key(object_id)`): the events of one object are taken one at a time.
+/// idle, 200 receipts one at a time, each timed from its 202 to its handler's start. Prints
+/// the receipt and drain rates, their ratio, the machine's CPU time per drained event, and the
+/// idle wake-up latency. With `keys` > 0, event `n` belongs to object `n % keys`, and the
+/// receiver keys events by object (`with_ordering_key(object_id)`): the events of one object
+/// are taken one at a time.
 async fn drain(
     name: &str,
     inbox: &Arc<dyn Inbox>,

@@ -5,11 +5,11 @@
 -- received before it. New events first (?3 = 1): an event on its first attempt since its
 -- receipt or replay (the first search, by the index of fresh events) before any other due
 -- event (the second search, only when the first found nothing: `coalesce` evaluates its
--- arguments in turn), each in the order of receipt. The key's check is two reads of an index,
--- each stopping at its first entry: the key's unfinished events received before the candidate
--- (`idx_webhook_ordering`), and the key's events in flight under a live lease
--- (`idx_webhook_key_leases`, which holds the lease's end). Neither reads a row, however many
--- events of the key wait.
+-- arguments in turn), each in the order of receipt. The key's check is two searches of an
+-- index, each stopping at its first entry: the key's unfinished events received before the
+-- candidate (`idx_webhook_ordering`; the row of the one it finds is read), and the key's events
+-- in flight under a live lease (`idx_webhook_key_leases`, which holds the lease's end: no row
+-- read). However many events of the key wait, the check reads at most one row.
 --
 -- SQLite runs one writer at a time: no two takes take one event, and receipts and replays
 -- number the events in the order they commit. SQLite evaluates every SET expression on the
