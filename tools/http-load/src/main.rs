@@ -25,7 +25,8 @@
 //! (`--drain-workers W`: W) started on the backlog (events/s, and the ratio to the receipts'
 //! rate), and the idle receipt-to-handler latency of 200 receipts one at a time; `--drain-keys
 //! K` gives the backlog's events K objects, keyed by object (each object's events taken one at a
-//! time).
+//! time), and `--receipt-order 1` takes every due event in the order of receipt instead of new
+//! events first.
 //!
 //! Each variant runs 5 rounds, the variants taking turns (so that background load on a shared
 //! machine falls on all of them alike); each round is a fresh server, 64 HTTP/1.1 keep-alive
@@ -84,7 +85,7 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use sangho_webhook::{
     SanghoEvent, SanghoWebhookLayer,
-    inbox::{Filter, Inbox, InboxReceiver, InboxWorker},
+    inbox::{Filter, Inbox, InboxReceiver, InboxWorker, TakeOrder},
     signature::Secret,
     store::{IdempotencyStore, MokaStore},
     testing::{NullStore, fixtures},
@@ -701,6 +702,7 @@ async fn drain(
     events: usize,
     keys: usize,
     concurrency: usize,
+    order: TakeOrder,
 ) -> Result<(), BoxError> {
     let secret = Secret::new(fixtures::SECRET)?;
     let mut receiver = InboxReceiver::builder(secret.clone(), inbox.clone());
@@ -760,6 +762,7 @@ async fn drain(
     let cpu_before = machine_cpu_micros();
     let workers = InboxWorker::builder(inbox.clone(), handler)
         .with_concurrency(concurrency)
+        .with_take_order(order)
         .build()?
         .start();
     // Timed by the handler's calls, not by polling the store's statistics, which would load
@@ -1264,6 +1267,15 @@ struct Args {
         default_value_t = 16
     )]
     drain_workers: usize,
+    /// With --drain: 1 takes every due event in the order of receipt (`TakeOrder::Receipt`),
+    /// 0 new events first (`TakeOrder::FreshFirst`, the default)
+    #[arg(
+        long,
+        value_name = "0|1",
+        env = "SANGHO_LOAD_RECEIPT_ORDER",
+        default_value = "0"
+    )]
+    receipt_order: String,
     /// The most writes per group commit of the SQLite (and grouped PostgreSQL) store [default:
     /// GroupCommit::SQLITE's, GroupCommit::POSTGRES's]
     #[arg(long, value_name = "N", env = "SANGHO_LOAD_GROUP_MAX")]
@@ -1494,6 +1506,10 @@ async fn main_async(args: Args) -> Result<(), BoxError> {
                     args.drain,
                     args.drain_keys,
                     args.drain_workers,
+                    match args.receipt_order.as_str() {
+                        "1" => TakeOrder::Receipt,
+                        _ => TakeOrder::FreshFirst,
+                    },
                 )
                 .await?;
             }
