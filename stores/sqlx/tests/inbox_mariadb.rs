@@ -2,8 +2,9 @@
 //! what only an existing table shows: the upgrade of a table of the previous release, of the
 //! provider's schema or of inbox mode before ordering keys, the purges users already run, and a
 //! rolling deploy beside the direct mode; the lock of an ordering key around its receipts; the
-//! gauges beside a million completed events; and the error `migrate` logs on a server (of the test's own, `common/private_mariadb.rs`) whose
-//! settings can lose an acknowledged receipt in a crash.
+//! gauges beside a million completed events; and the error `migrate` logs on a server (of the
+//! test's own, `common/private_mariadb.rs`) whose settings can lose an acknowledged receipt in
+//! a crash.
 //!
 //! Ignored by default: run with `cargo test -p sangho-webhook-sqlx --features mariadb --
 //! --include-ignored`, against `SANGHO_TEST_MYSQL_URL` (default

@@ -360,7 +360,7 @@ async fn the_take_searches_its_indexes_never_the_whole_table() {
 /// The take tests a candidate's ordering key by two searches of indexes, each bounded so that
 /// it stops at its first entry: the key's unfinished events received before the candidate (at
 /// most one row read), and the key's events in flight under a live lease (the index alone).
-/// However many events of the key wait, the test reads none of them.
+/// However many events of the key wait, the test reads at most one of their rows.
 #[tokio::test]
 async fn the_take_tests_an_ordering_key_by_two_bounded_searches() {
     let test = beside_100_000_completed_events().await;
