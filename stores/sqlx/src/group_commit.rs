@@ -135,6 +135,14 @@ pub struct GroupCommitFailed {
 }
 
 impl GroupCommitFailed {
+    /// The failure of a group of `operations` writes, of `source`.
+    pub(crate) fn new(operations: usize, source: sqlx::Error) -> Self {
+        Self {
+            operations,
+            source: Arc::new(source),
+        }
+    }
+
     /// How many writes the failed group held.
     pub fn operations(&self) -> usize {
         self.operations
@@ -256,7 +264,7 @@ impl Answer {
 
 /// Why a write failed: its own statement, or its group's commit.
 #[derive(Debug)]
-pub(crate) enum WriteError {
+pub enum WriteError {
     /// The statement failed (run on its own, or the group could not start).
     Database(sqlx::Error),
     /// The group's commit failed.

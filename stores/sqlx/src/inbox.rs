@@ -304,7 +304,7 @@ impl<D: Dialect> Inbox for SqlStore<D> {
                 .map_err(|error| self.write_error(error))?,
             false => D::inbox_taken(self, query, &binds)
                 .await
-                .map_err(|error| self.store_error(error))?,
+                .map_err(|error| self.write_error(error))?,
         };
         let Some((event_id, event_type, body, headers, path, received, budget, attempt, key)) = row
         else {

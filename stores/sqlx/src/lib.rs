@@ -96,6 +96,7 @@ mod purge;
 mod queries;
 mod store;
 mod table;
+mod take_batch;
 mod transaction;
 
 pub use error::Error;

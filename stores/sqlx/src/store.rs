@@ -23,6 +23,7 @@ use crate::{
     group_commit::{Answer, GroupCommit, GroupCommitter, Write, WriteError},
     purge::Purge,
     queries::{ClaimRow, Queries},
+    take_batch::TakeQueue,
 };
 
 /// The idempotency store over a SQL database: [`PostgresStore`](crate::PostgresStore),
@@ -109,6 +110,9 @@ pub struct SqlStore<D: Dialect> {
     notifier: Arc<Notifier>,
     /// The queue of writes grouped into one commit, and its writers.
     group: Arc<GroupCommitter<D>>,
+    /// The queue of inbox takes served together, where the dialect takes that way.
+    #[cfg_attr(not(feature = "mariadb"), allow(dead_code))]
+    takes: Arc<TakeQueue>,
 }
 
 /// The notifications a store owes other processes' inbox workers: set by receipts, abandons
@@ -138,6 +142,7 @@ impl<D: Dialect> Clone for SqlStore<D> {
             listening: self.listening.clone(),
             notifier: self.notifier.clone(),
             group: self.group.clone(),
+            takes: self.takes.clone(),
         }
     }
 }
@@ -199,6 +204,7 @@ impl<D: Dialect> SqlStore<D> {
                 grouped_lock_timeout::<D>(lock_timeout),
             )),
             group: Arc::new(GroupCommitter::new(pool.clone(), D::GROUP_COMMIT)),
+            takes: Arc::default(),
             pool,
             table,
             synchronous_claims,
@@ -240,6 +246,8 @@ impl<D: Dialect> SqlStore<D> {
                 self.synchronous_claims,
                 grouped_lock_timeout::<D>(self.lock_timeout),
             )),
+            // Its turns run the statements of the settings they started with.
+            takes: Arc::default(),
             ..self
         }
     }
@@ -465,6 +473,12 @@ impl<D: Dialect> SqlStore<D> {
     /// The store's statements, rendered for its table and settings.
     pub(crate) fn queries(&self) -> &Queries {
         &self.queries
+    }
+
+    /// The queue of inbox takes served together (see [`TakeQueue`]).
+    #[cfg_attr(not(feature = "mariadb"), allow(dead_code))]
+    pub(crate) fn take_queue(&self) -> &TakeQueue {
+        &self.takes
     }
 
     /// The store's statements as a group commit runs them.

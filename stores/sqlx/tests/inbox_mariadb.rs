@@ -579,3 +579,92 @@ async fn beside_a_million_completed_events_a_scrape_of_the_gauges_takes_under_10
 
     common::bodies::a_scrape_of_the_gauges_takes_under_10_ms(store, rows, 3).await;
 }
+
+/// Takes that wait at once are served together, in turns of one transaction each (the store's
+/// take queue): a turn hands each waiting worker at most one event, under that worker's own
+/// token, and never two events of one ordering key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn takes_served_together_never_take_two_events_of_one_key() {
+    let store = mariadb_store("turn", 1).await;
+    let (key, other_key) = (unique_event_id("key"), unique_event_id("key"));
+    let keyed: Vec<String> = (0..3).map(|_| unique_event_id("keyed")).collect();
+    let other = unique_event_id("other");
+    let plain: Vec<String> = (0..3).map(|_| unique_event_id("plain")).collect();
+    // Received interleaved, so that one search of the turn passes over the key's later events.
+    for n in 0..3 {
+        receive(&store, &plain[n]).await;
+        receive_with_key(&store, &keyed[n], Some(&key))
+            .await
+            .unwrap();
+        if n == 0 {
+            receive_with_key(&store, &other, Some(&other_key))
+                .await
+                .unwrap();
+        }
+    }
+
+    // The pool's only connection held: every take waits, and they all go in one turn.
+    let held = store.store.pool().acquire().await.unwrap();
+    let mut takes = tokio::task::JoinSet::new();
+    for _ in 0..12 {
+        let store = store.store.clone();
+        takes.spawn(async move {
+            let token = ClaimToken::generate();
+            let taken = store.take(&token, LONG, TakeOrder::FreshFirst).await;
+            (token, taken.expect("take"))
+        });
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drop(held);
+    let mut taken_ids = Vec::new();
+    for (token, taken) in takes.join_all().await {
+        if let Some(taken) = taken {
+            assert_eq!(
+                taken.token, token,
+                "each event under its own worker's token"
+            );
+            assert_eq!(taken.attempt, 1);
+            taken_ids.push(taken.event_id);
+        }
+    }
+    taken_ids.sort();
+    let mut expected = vec![keyed[0].clone(), other.clone()];
+    expected.extend(plain.iter().cloned());
+    expected.sort();
+    assert_eq!(
+        taken_ids, expected,
+        "one event of each key, every event without one"
+    );
+    assert!(take(&store).await.is_none(), "the key's later events wait");
+}
+
+/// A take whose caller gives up while it waits for its turn (here: the turn before it waits
+/// for the pool's only connection) is never served: its event stays due for the next take.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn a_take_given_up_while_it_waits_for_its_turn_takes_nothing() {
+    let store = mariadb_store("turngone", 1).await;
+    let (first, second) = (unique_event_id("first"), unique_event_id("second"));
+    receive(&store, &first).await;
+    receive(&store, &second).await;
+
+    let held = store.store.pool().acquire().await.unwrap();
+    let waiting = {
+        let store = store.store.clone();
+        tokio::spawn(async move { take(&store).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let given_up = tokio::time::timeout(Duration::from_millis(200), take(&store)).await;
+    assert!(
+        given_up.is_err(),
+        "the take waits for its turn: {given_up:?}"
+    );
+    drop(held);
+
+    let taken = waiting.await.unwrap().expect("the first take's event");
+    assert_eq!(taken.event_id, first);
+    let next = take(&store).await.expect("the second event is still due");
+    assert_eq!(next.event_id, second);
+    assert_eq!(next.attempt, 1, "never taken by the take that gave up");
+}

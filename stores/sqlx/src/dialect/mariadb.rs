@@ -15,7 +15,9 @@ use super::{
 };
 use crate::{
     Error, SqlStore,
+    group_commit::WriteError,
     queries::{Query, statement, statements},
+    take_batch::{Runner, Turn},
 };
 
 /// The MariaDB dialect (feature `mariadb`, MariaDB 10.6 or later):
@@ -115,8 +117,9 @@ impl Sealed for MariaDb {
                 include_str!("../../queries/mariadb/inbox_receive.sql"),
                 &[0, 1, 2, 3, 4, 5],
             ),
+            // Run statement by statement for a turn of takes (`take_many`), with binds of its own.
             take: (
-                include_str!("../../queries/mariadb/inbox_take.sql"),
+                include_str!("../../queries/mariadb/inbox_take_many.sql"),
                 &[0, 1, 2],
             ),
             renew: (
@@ -125,7 +128,7 @@ impl Sealed for MariaDb {
             ),
             complete: (
                 include_str!("../../queries/mariadb/inbox_complete.sql"),
-                &[0, 1, 2],
+                &[2, 0, 1],
             ),
             fail: (
                 include_str!("../../queries/mariadb/inbox_fail.sql"),
@@ -273,21 +276,21 @@ impl Sealed for MariaDb {
         store: &'a SqlStore<Self>,
         query: &'a Query,
         binds: &'a [Bind<'a>],
-    ) -> Result<Option<TakenRow>, sqlx::Error> {
-        let binds = query.binds(binds);
-        let mut connection = store.pool().acquire().await?;
-        let mut tries = 0;
-        loop {
-            tries += 1;
-            let answer = inbox_transaction(&mut connection, query, &binds, |connection, last| {
-                Box::pin(row_query::<MySql, TakenRow>(last, &[]).fetch_optional(connection))
-            })
-            .await;
-            match answer {
-                Err(error) if is_deadlock(&error) && tries < INBOX_TRIES => continue,
-                answer => return answer,
-            }
-        }
+    ) -> Result<Option<TakenRow>, WriteError> {
+        let [Bind::Text(token), Bind::Int(lease), Bind::Int(fresh_first)] = binds else {
+            unreachable!("a take binds its token, its lease and its order")
+        };
+        let runner = || -> Runner {
+            let pool = store.pool().clone();
+            let statements: Arc<[Arc<str>]> = std::iter::once(query.sql.clone())
+                .chain(query.then.iter().cloned())
+                .collect();
+            Arc::new(move |turn| Box::pin(take_turn(pool.clone(), statements.clone(), turn)))
+        };
+        store
+            .take_queue()
+            .take(token, *lease, *fresh_first == 1, runner)
+            .await
     }
 
     async fn purge_batch(
@@ -368,7 +371,10 @@ async fn inbox_text_on(
     let mut tries = 0;
     loop {
         tries += 1;
-        let answer = if query.then.is_empty() {
+        let answer = if query.then.is_empty() && is_update(&query.sql) {
+            let matched = MySql::execute_in(connection, &query.sql, &binds).await;
+            matched.map(|matched| (matched > 0).then(|| matched.to_string()))
+        } else if query.then.is_empty() {
             MySql::fetch_text_in(connection, &query.sql, &binds).await
         } else {
             inbox_transaction(connection, query, &binds, |connection, last| {
@@ -381,6 +387,150 @@ async fn inbox_text_on(
             answer => return answer,
         }
     }
+}
+
+/// Runs a turn of takes (see [`TakeQueue`](crate::take_batch::TakeQueue)) with the
+/// statements of `inbox_take_many.sql`, on a connection of `pool`, again when InnoDB aborts it
+/// on a deadlock: the taken events, the first under the first token, and so on.
+async fn take_turn(
+    pool: sqlx::Pool<MySql>,
+    statements: Arc<[Arc<str>]>,
+    turn: Turn,
+) -> Result<Vec<TakenRow>, sqlx::Error> {
+    let mut connection = pool.acquire().await?;
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match take_many(&mut connection, &statements, &turn).await {
+            Err(error) if is_deadlock(&error) && tries < INBOX_TRIES => continue,
+            taken => return taken,
+        }
+    }
+}
+
+/// An event a take's search locked: its id, sequence number and ordering key.
+type Locked = (String, i64, Option<String>);
+
+/// One turn's take, in one transaction on `connection` (the statements are numbered as in
+/// `inbox_take_many.sql`).
+async fn take_many(
+    connection: &mut MySqlConnection,
+    statements: &[Arc<str>],
+    turn: &Turn,
+) -> Result<Vec<TakenRow>, sqlx::Error> {
+    let sql = |number: usize| AssertSqlSafe(statements[number - 1].to_string());
+    let most = turn.tokens.len();
+    connection
+        .execute(AssertSqlSafe(statement(INBOX_TRANSACTION)))
+        .await?;
+    let mut transaction = connection.begin().await?;
+    let mut locked: Vec<Locked> = Vec::new();
+    if turn.fresh_first {
+        let from: Option<i64> = sqlx::query_scalar(sql(1))
+            .fetch_optional(&mut *transaction)
+            .await?;
+        if let Some(from) = from {
+            locked = sqlx::query_as(sql(2))
+                .bind(from)
+                .bind(most as i64)
+                .fetch_all(&mut *transaction)
+                .await?;
+        }
+    }
+    if locked.is_empty() {
+        let (due_from, lost): (Option<i64>, Option<String>) =
+            sqlx::query_as(sql(3)).fetch_one(&mut *transaction).await?;
+        if let Some(lost) = lost {
+            let lost: Option<Locked> = sqlx::query_as(sql(4))
+                .bind(lost)
+                .fetch_optional(&mut *transaction)
+                .await?;
+            locked.extend(lost);
+        }
+        if let (Some(from), room @ 1..) = (due_from, most - locked.len()) {
+            let due: Vec<Locked> = sqlx::query_as(sql(5))
+                .bind(from)
+                .bind(room as i64)
+                .fetch_all(&mut *transaction)
+                .await?;
+            locked.extend(due);
+        }
+    }
+    if locked.iter().any(|(_, _, key)| key.is_some()) {
+        let ids: Vec<&str> = locked.iter().map(|(id, _, _)| id.as_str()).collect();
+        let held: Vec<(String,)> =
+            bind_ids(sqlx::query_as(listed(&statements[5], ids.len())), &ids)
+                .fetch_all(&mut *transaction)
+                .await?;
+        locked.retain(|(id, _, _)| !held.iter().any(|(held,)| held == id));
+    }
+    if locked.is_empty() {
+        transaction.commit().await?;
+        return Ok(Vec::new());
+    }
+    locked.sort_by_key(|(_, sequence, _)| *sequence);
+    let ids: Vec<&str> = locked.iter().map(|(id, _, _)| id.as_str()).collect();
+    let mut update = sqlx::query(listed(&statements[6], ids.len()));
+    for (id, token) in ids.iter().zip(&turn.tokens) {
+        update = update.bind(*id).bind(token.as_str());
+    }
+    for _ in ids.len()..ids.len().next_power_of_two() {
+        update = update.bind(None::<&str>).bind(None::<&str>);
+    }
+    bind_ids(update.bind(turn.lease), &ids)
+        .execute(&mut *transaction)
+        .await?;
+    let mut rows: Vec<TakenRow> = bind_ids(sqlx::query_as(listed(&statements[7], ids.len())), &ids)
+        .fetch_all(&mut *transaction)
+        .await?;
+    transaction.commit().await?;
+    rows.sort_by_key(|row| ids.iter().position(|id| *id == row.0));
+    Ok(rows)
+}
+
+/// `sql` with its lists for `count` events, padded to the next power of two (few statements
+/// to prepare): `{ids}`, a placeholder each, and `{tokens}`, `WHEN ? THEN ?` each.
+fn listed(sql: &str, count: usize) -> AssertSqlSafe<String> {
+    let count = count.next_power_of_two();
+    AssertSqlSafe(
+        sql.replace("{ids}", &vec!["?"; count].join(", "))
+            .replace("{tokens}", &vec!["WHEN ? THEN ?"; count].join(" ")),
+    )
+}
+
+/// `query` with `ids` bound, then NULL up to the next power of two (see [`listed`]).
+fn bind_ids<'q, Q: BindText<'q>>(query: Q, ids: &[&'q str]) -> Q {
+    let padding = ids.len().next_power_of_two() - ids.len();
+    let query = ids
+        .iter()
+        .fold(query, |query, id| query.bind_text(Some(id)));
+    (0..padding).fold(query, |query, _| query.bind_text(None))
+}
+
+/// A query that binds a text or NULL.
+trait BindText<'q> {
+    fn bind_text(self, text: Option<&'q str>) -> Self;
+}
+
+impl<'q> BindText<'q> for sqlx::query::Query<'q, MySql, sqlx::mysql::MySqlArguments> {
+    fn bind_text(self, text: Option<&'q str>) -> Self {
+        self.bind(text)
+    }
+}
+
+impl<'q, O> BindText<'q> for sqlx::query::QueryAs<'q, MySql, O, sqlx::mysql::MySqlArguments> {
+    fn bind_text(self, text: Option<&'q str>) -> Self {
+        self.bind(text)
+    }
+}
+
+/// Whether `sql` is an `UPDATE`: MariaDB has no `UPDATE … RETURNING`, so an inbox operation of
+/// one `UPDATE` answers by the rows it matched (the number, or `None` for none). sqlx connects
+/// with `CLIENT_FOUND_ROWS`: a matched row counts even when the statement left it unchanged.
+fn is_update(sql: &str) -> bool {
+    sql.trim_start()
+        .get(..6)
+        .is_some_and(|verb| verb.eq_ignore_ascii_case("update"))
 }
 
 /// A connection of the pool whose session may hold an ordering key's lock ([`KEY_LOCK`]): a
@@ -618,14 +768,7 @@ mod tests {
         let inbox = <super::MariaDb as crate::dialect::Sealed>::SQL
             .inbox
             .unwrap();
-        for (file, _) in [
-            inbox.take,
-            inbox.renew,
-            inbox.complete,
-            inbox.fail,
-            inbox.abandon,
-            inbox.replay,
-        ] {
+        for (file, _) in [inbox.renew, inbox.fail, inbox.abandon, inbox.replay] {
             let statements = crate::queries::statements(file);
             assert!(statements[0].starts_with("SET @sangho_"), "{file}");
             assert!(
@@ -635,5 +778,30 @@ mod tests {
                 "{file}"
             );
         }
+    }
+
+    #[test]
+    fn a_turn_of_takes_runs_the_eight_numbered_statements_with_its_lists_padded() {
+        let inbox = <super::MariaDb as crate::dialect::Sealed>::SQL
+            .inbox
+            .unwrap();
+        let statements = crate::queries::statements(inbox.take.0);
+        assert_eq!(statements.len(), 8);
+        for (number, what) in [(1, "LIMIT 1"), (2, "SKIP LOCKED"), (4, "SKIP LOCKED")] {
+            assert!(statements[number - 1].contains(what), "statement {number}");
+        }
+        assert!(statements[6].starts_with("UPDATE"));
+        let update = super::listed(&statements[6], 3).0;
+        assert_eq!(update.matches("WHEN ? THEN ?").count(), 4);
+        assert_eq!(update.matches('?').count(), 4 * 2 + 1 + 4);
+        assert_eq!(super::listed(&statements[7], 1).0.matches('?').count(), 1);
+    }
+
+    #[test]
+    fn only_an_update_answers_by_the_rows_it_matched() {
+        assert!(super::is_update("UPDATE t SET a = 1"));
+        assert!(super::is_update("  update t SET a = 1"));
+        assert!(!super::is_update("SELECT 1"));
+        assert!(!super::is_update("UPD"));
     }
 }

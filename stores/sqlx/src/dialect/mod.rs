@@ -30,7 +30,7 @@ use sqlx::{
     error::DatabaseError,
 };
 
-use crate::{Error, GroupCommit, SqlStore, TableName, error::MAX_SPAN};
+use crate::{Error, GroupCommit, SqlStore, TableName, error::MAX_SPAN, group_commit::WriteError};
 
 /// The columns of the provider's documented schema that the store cannot add: a table without
 /// them is not an idempotency table.
@@ -211,14 +211,16 @@ mod sealed {
             store: &'a SqlStore<Self>,
             query: &'a Query,
             binds: &'a [Bind<'a>],
-        ) -> impl Future<Output = Result<Option<TakenRow>, sqlx::Error>> + Send + 'a
+        ) -> impl Future<Output = Result<Option<TakenRow>, WriteError>> + Send + 'a
         where
             Self: Dialect,
         {
             async move {
                 debug_assert!(query.then.is_empty(), "one statement");
                 let binds = query.binds(binds);
-                <Self as Dialect>::Database::fetch_taken(store.pool(), &query.sql, &binds).await
+                <Self as Dialect>::Database::fetch_taken(store.pool(), &query.sql, &binds)
+                    .await
+                    .map_err(WriteError::Database)
             }
         }
 
