@@ -205,7 +205,7 @@ impl<D: Dialect> SqlStore<D> {
 
     /// Runs an owner-checked write of the event whose id is the first of `binds`: whether the
     /// token held the event. In a group, `many` writes it with the others of its kind.
-    async fn inbox_owned(
+    pub(crate) async fn inbox_owned(
         &self,
         query: &Query,
         binds: &[Bind<'_>],
@@ -351,9 +351,7 @@ impl<D: Dialect> Inbox for SqlStore<D> {
             Bind::Int(micros(retention)),
         ];
         let query = &self.inbox()?.complete;
-        let many = self.grouped_queries().many.as_ref();
-        let many = many.map(|many| &many.inbox_complete);
-        Ok(match self.inbox_owned(query, &binds, many).await? {
+        Ok(match D::inbox_completed(self, query, &binds).await? {
             true => Completion::Recorded,
             false => Completion::TakenOver,
         })

@@ -96,8 +96,8 @@ mod purge;
 mod queries;
 mod store;
 mod table;
-mod take_batch;
 mod transaction;
+mod turns;
 
 pub use error::Error;
 pub use group_commit::{GroupCommit, GroupCommitFailed};

@@ -23,7 +23,7 @@ use crate::{
     group_commit::{Answer, GroupCommit, GroupCommitter, Write, WriteError},
     purge::Purge,
     queries::{ClaimRow, Queries},
-    take_batch::TakeQueue,
+    turns::InboxTurns,
 };
 
 /// The idempotency store over a SQL database: [`PostgresStore`](crate::PostgresStore),
@@ -110,9 +110,9 @@ pub struct SqlStore<D: Dialect> {
     notifier: Arc<Notifier>,
     /// The queue of writes grouped into one commit, and its writers.
     group: Arc<GroupCommitter<D>>,
-    /// The queue of inbox takes served together, where the dialect takes that way.
+    /// Inbox operations served together in turns, where the dialect serves them so.
     #[cfg_attr(not(feature = "mariadb"), allow(dead_code))]
-    takes: Arc<TakeQueue>,
+    turns: Arc<InboxTurns>,
 }
 
 /// The notifications a store owes other processes' inbox workers: set by receipts, abandons
@@ -142,7 +142,7 @@ impl<D: Dialect> Clone for SqlStore<D> {
             listening: self.listening.clone(),
             notifier: self.notifier.clone(),
             group: self.group.clone(),
-            takes: self.takes.clone(),
+            turns: self.turns.clone(),
         }
     }
 }
@@ -204,7 +204,7 @@ impl<D: Dialect> SqlStore<D> {
                 grouped_lock_timeout::<D>(lock_timeout),
             )),
             group: Arc::new(GroupCommitter::new(pool.clone(), D::GROUP_COMMIT)),
-            takes: Arc::default(),
+            turns: Arc::default(),
             pool,
             table,
             synchronous_claims,
@@ -247,7 +247,7 @@ impl<D: Dialect> SqlStore<D> {
                 grouped_lock_timeout::<D>(self.lock_timeout),
             )),
             // Its turns run the statements of the settings they started with.
-            takes: Arc::default(),
+            turns: Arc::default(),
             ..self
         }
     }
@@ -475,10 +475,10 @@ impl<D: Dialect> SqlStore<D> {
         &self.queries
     }
 
-    /// The queue of inbox takes served together (see [`TakeQueue`]).
+    /// Inbox operations served together in turns (see [`InboxTurns`]).
     #[cfg_attr(not(feature = "mariadb"), allow(dead_code))]
-    pub(crate) fn take_queue(&self) -> &TakeQueue {
-        &self.takes
+    pub(crate) fn inbox_turns(&self) -> &InboxTurns {
+        &self.turns
     }
 
     /// The store's statements as a group commit runs them.

@@ -668,3 +668,73 @@ async fn a_take_given_up_while_it_waits_for_its_turn_takes_nothing() {
     assert_eq!(next.event_id, second);
     assert_eq!(next.attempt, 1, "never taken by the take that gave up");
 }
+
+/// Completions that wait at once are served together, in one transaction: each is answered
+/// for its own token, as alone (a completion by a token that does not hold its event, in the
+/// same turn as its holder's, is refused and changes nothing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn completions_served_together_each_answer_for_their_own_token() {
+    let store = mariadb_store("turncomplete", 1).await;
+    let mut taken = Vec::new();
+    for _ in 0..6 {
+        receive(&store, &unique_event_id("complete")).await;
+        taken.push(take(&store).await.expect("a due event"));
+    }
+    let stranger = ClaimToken::generate();
+
+    // The pool's only connection held, the first completion's turn waits for it, and every
+    // completion after it waits for the next turn: they all go in that one.
+    let held = store.store.pool().acquire().await.unwrap();
+    let mut completions = tokio::task::JoinSet::new();
+    let first_turn = taken.pop().unwrap();
+    {
+        let store = store.store.clone();
+        completions.spawn(async move {
+            let completed = store.complete(&first_turn.claimant(), LONG).await;
+            (
+                first_turn.event_id.clone(),
+                true,
+                completed.expect("complete"),
+            )
+        });
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for event in &taken {
+        let (store, claimant) = (store.store.clone(), event.clone());
+        completions.spawn(async move {
+            let completed = store.complete(&claimant.claimant(), LONG).await;
+            (
+                claimant.event_id.clone(),
+                true,
+                completed.expect("complete"),
+            )
+        });
+    }
+    let first = taken[0].event_id.clone();
+    {
+        let store = store.store.clone();
+        let first = first.clone();
+        completions.spawn(async move {
+            let claimant = sangho_webhook::store::Claimant::new(&first, TYPE, &stranger);
+            let completed = store.complete(&claimant, LONG).await;
+            (first.clone(), false, completed.expect("complete"))
+        });
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drop(held);
+    for (event_id, holder, completion) in completions.join_all().await {
+        let expected = match holder {
+            true => Completion::Recorded,
+            false => Completion::TakenOver,
+        };
+        assert_eq!(completion, expected, "{event_id}, by its holder: {holder}");
+    }
+    assert_eq!(store.stats().await.unwrap().completed, 6);
+    let again = store.complete(&taken[0].claimant(), LONG).await.unwrap();
+    assert_eq!(
+        again,
+        Completion::Recorded,
+        "a repeated completion succeeds"
+    );
+}

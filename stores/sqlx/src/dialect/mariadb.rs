@@ -1,6 +1,8 @@
 //! MariaDB: [`MariaDbStore`](crate::MariaDbStore).
 
-use std::{sync::Arc, time::Duration};
+use std::{future::Future, sync::Arc, time::Duration};
+
+use sangho_webhook::store::StoreError;
 
 use sqlx::{
     AssertSqlSafe, Connection, Executor, MySql,
@@ -17,7 +19,7 @@ use crate::{
     Error, SqlStore,
     group_commit::WriteError,
     queries::{Query, statement, statements},
-    take_batch::{Runner, Turn},
+    turns::{Answered, Completion, Runner, Take},
 };
 
 /// The MariaDB dialect (feature `mariadb`, MariaDB 10.6 or later):
@@ -61,6 +63,9 @@ const KEY_LOCK: &str = include_str!("../../queries/mariadb/inbox_key_lock.sql");
 
 /// Releases [`KEY_LOCK`]'s lock once the receipt or the replay has committed.
 const KEY_UNLOCK: &str = include_str!("../../queries/mariadb/inbox_key_unlock.sql");
+
+/// Completes the events of a turn of completions (see [`complete_many`]).
+const COMPLETE_MANY: &str = include_str!("../../queries/mariadb/inbox_complete_many.sql");
 
 /// How many times an inbox operation runs when InnoDB aborts it on a deadlock (it changed
 /// nothing then).
@@ -272,6 +277,39 @@ impl Sealed for MariaDb {
         answer
     }
 
+    async fn inbox_completed<'a>(
+        store: &'a SqlStore<Self>,
+        query: &'a Query,
+        binds: &'a [Bind<'a>],
+    ) -> Result<bool, StoreError> {
+        let [
+            Bind::Text(event_id),
+            Bind::Text(token),
+            Bind::Int(retention),
+        ] = binds
+        else {
+            unreachable!("a completion binds its event id, its token and the retention")
+        };
+        let completion = Completion {
+            event_id: (*event_id).to_owned(),
+            token: (*token).to_owned(),
+            retention: *retention,
+        };
+        let runner = || {
+            let table = store.table();
+            let many = statements(COMPLETE_MANY)
+                .into_iter()
+                .map(|sql| table.schema(&sql).replace("{table}", table.as_str()).into());
+            let statements = std::iter::once(query.sql.clone()).chain(many).collect();
+            in_turns(store.pool().clone(), statements, complete_many)
+        };
+        let completions = &store.inbox_turns().completions;
+        match completions.call(completion, runner).await {
+            Ok(completed) => Ok(completed.is_some()),
+            Err(error) => Err(store.write_error(error)),
+        }
+    }
+
     async fn inbox_taken<'a>(
         store: &'a SqlStore<Self>,
         query: &'a Query,
@@ -280,17 +318,18 @@ impl Sealed for MariaDb {
         let [Bind::Text(token), Bind::Int(lease), Bind::Int(fresh_first)] = binds else {
             unreachable!("a take binds its token, its lease and its order")
         };
-        let runner = || -> Runner {
-            let pool = store.pool().clone();
-            let statements: Arc<[Arc<str>]> = std::iter::once(query.sql.clone())
+        let take = Take {
+            token: (*token).to_owned(),
+            lease: *lease,
+            fresh_first: *fresh_first == 1,
+        };
+        let runner = || {
+            let statements = std::iter::once(query.sql.clone())
                 .chain(query.then.iter().cloned())
                 .collect();
-            Arc::new(move |turn| Box::pin(take_turn(pool.clone(), statements.clone(), turn)))
+            in_turns(store.pool().clone(), statements, take_many)
         };
-        store
-            .take_queue()
-            .take(token, *lease, *fresh_first == 1, runner)
-            .await
+        store.inbox_turns().takes.call(take, runner).await
     }
 
     async fn purge_batch(
@@ -389,43 +428,119 @@ async fn inbox_text_on(
     }
 }
 
-/// Runs a turn of takes (see [`TakeQueue`](crate::take_batch::TakeQueue)) with the
-/// statements of `inbox_take_many.sql`, on a connection of `pool`, again when InnoDB aborts it
-/// on a deadlock: the taken events, the first under the first token, and so on.
-async fn take_turn(
+/// A turn of calls, run in one transaction on a connection.
+type TurnOn<'c, A> = std::pin::Pin<Box<dyn Future<Output = Answered<A>> + Send + 'c>>;
+
+/// Runs a turn of calls `C` with the statements of their operation on a connection.
+type TurnOf<C, A> = for<'c> fn(&'c mut MySqlConnection, &'c [Arc<str>], &'c [C]) -> TurnOn<'c, A>;
+
+/// What runs turns of calls `C` (see [`Turns`](crate::turns::Turns)): `turn` with `statements`,
+/// again when InnoDB aborts it on a deadlock (it wrote nothing then), on a connection of
+/// `pool` that the turns keep while calls wait (no ping of the pool's before each turn), and
+/// give back once none does, or after a turn failed (the connection may be what failed).
+fn in_turns<C: Send + Sync + 'static, A: Send + 'static>(
     pool: sqlx::Pool<MySql>,
     statements: Arc<[Arc<str>]>,
-    turn: Turn,
-) -> Result<Vec<TakenRow>, sqlx::Error> {
-    let mut connection = pool.acquire().await?;
-    let mut tries = 0;
-    loop {
-        tries += 1;
-        match take_many(&mut connection, &statements, &turn).await {
-            Err(error) if is_deadlock(&error) && tries < INBOX_TRIES => continue,
-            taken => return taken,
-        }
+    turn: TurnOf<C, A>,
+) -> Runner<C, A> {
+    let kept: Arc<std::sync::Mutex<Option<PoolConnection<MySql>>>> = Arc::default();
+    let keep = kept.clone();
+    Runner {
+        turn: Box::new(move |calls: Vec<C>| {
+            let (pool, statements, kept) = (pool.clone(), statements.clone(), kept.clone());
+            Box::pin(async move {
+                let reused = kept
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .take();
+                let mut connection = match reused {
+                    Some(connection) => connection,
+                    None => pool.acquire().await?,
+                };
+                let mut tries = 0;
+                let answered = loop {
+                    tries += 1;
+                    match turn(&mut connection, &statements, &calls).await {
+                        Err(error) if is_deadlock(&error) && tries < INBOX_TRIES => continue,
+                        answered => break answered,
+                    }
+                };
+                if answered.is_ok() {
+                    *kept.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) =
+                        Some(connection);
+                }
+                answered
+            })
+        }),
+        idle: Box::new(move || {
+            keep.lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .take();
+        }),
     }
+}
+
+/// A turn of completions: all of them by `inbox_complete_many.sql` (the second of
+/// `statements`), one statement committed on its own. When it matched a row for each (every
+/// token held its event: the usual turn), each is completed; otherwise each runs again alone by
+/// `inbox_complete.sql` (the first), which completes nothing twice and answers exactly as it
+/// does alone: completed by its token (now or by the turn), or not held.
+fn complete_many<'c>(
+    connection: &'c mut MySqlConnection,
+    statements: &'c [Arc<str>],
+    completions: &'c [Completion],
+) -> TurnOn<'c, ()> {
+    Box::pin(async move {
+        if completions.len() > 1 {
+            let update = sqlx::query(listed(&statements[1], completions.len()));
+            let matched = bind_pairs(update.bind(completions[0].retention), completions)
+                .execute(&mut *connection)
+                .await?
+                .rows_affected();
+            if matched == completions.len() as u64 {
+                return Ok(vec![Some(()); completions.len()]);
+            }
+        }
+        let mut answers = Vec::with_capacity(completions.len());
+        for completion in completions {
+            let matched = sqlx::query(AssertSqlSafe(statements[0].to_string()))
+                .bind(completion.retention)
+                .bind(completion.event_id.as_str())
+                .bind(completion.token.as_str())
+                .execute(&mut *connection)
+                .await?
+                .rows_affected();
+            answers.push((matched > 0).then_some(()));
+        }
+        Ok(answers)
+    })
 }
 
 /// An event a take's search locked: its id, sequence number and ordering key.
 type Locked = (String, i64, Option<String>);
 
-/// One turn's take, in one transaction on `connection` (the statements are numbered as in
-/// `inbox_take_many.sql`).
-async fn take_many(
+/// A turn of takes, in one transaction on `connection`, by `inbox_take_many.sql` (its
+/// statements are numbered as in the file): an event for each of the first takes, under its
+/// token, as many as were due.
+fn take_many<'c>(
+    connection: &'c mut MySqlConnection,
+    statements: &'c [Arc<str>],
+    takes: &'c [Take],
+) -> TurnOn<'c, TakenRow> {
+    Box::pin(take_many_in(connection, statements, takes))
+}
+
+async fn take_many_in(
     connection: &mut MySqlConnection,
     statements: &[Arc<str>],
-    turn: &Turn,
-) -> Result<Vec<TakenRow>, sqlx::Error> {
+    takes: &[Take],
+) -> Answered<TakenRow> {
     let sql = |number: usize| AssertSqlSafe(statements[number - 1].to_string());
-    let most = turn.tokens.len();
-    connection
-        .execute(AssertSqlSafe(statement(INBOX_TRANSACTION)))
-        .await?;
-    let mut transaction = connection.begin().await?;
+    let most = takes.len();
+    let (lease, fresh_first) = (takes[0].lease, takes[0].fresh_first);
+    let mut transaction = begin_inbox_transaction(connection).await?;
     let mut locked: Vec<Locked> = Vec::new();
-    if turn.fresh_first {
+    if fresh_first {
         let from: Option<i64> = sqlx::query_scalar(sql(1))
             .fetch_optional(&mut *transaction)
             .await?;
@@ -471,13 +586,13 @@ async fn take_many(
     locked.sort_by_key(|(_, sequence, _)| *sequence);
     let ids: Vec<&str> = locked.iter().map(|(id, _, _)| id.as_str()).collect();
     let mut update = sqlx::query(listed(&statements[6], ids.len()));
-    for (id, token) in ids.iter().zip(&turn.tokens) {
-        update = update.bind(*id).bind(token.as_str());
+    for (id, take) in ids.iter().zip(takes) {
+        update = update.bind(*id).bind(take.token.as_str());
     }
     for _ in ids.len()..ids.len().next_power_of_two() {
         update = update.bind(None::<&str>).bind(None::<&str>);
     }
-    bind_ids(update.bind(turn.lease), &ids)
+    bind_ids(update.bind(lease), &ids)
         .execute(&mut *transaction)
         .await?;
     let mut rows: Vec<TakenRow> = bind_ids(sqlx::query_as(listed(&statements[7], ids.len())), &ids)
@@ -485,17 +600,31 @@ async fn take_many(
         .await?;
     transaction.commit().await?;
     rows.sort_by_key(|row| ids.iter().position(|id| *id == row.0));
-    Ok(rows)
+    Ok(rows.into_iter().map(Some).collect())
 }
 
 /// `sql` with its lists for `count` events, padded to the next power of two (few statements
-/// to prepare): `{ids}`, a placeholder each, and `{tokens}`, `WHEN ? THEN ?` each.
+/// to prepare): `{ids}`, a placeholder each, `{tokens}`, `WHEN ? THEN ?` each, and `{pairs}`,
+/// `(?, ?)` each.
 fn listed(sql: &str, count: usize) -> AssertSqlSafe<String> {
     let count = count.next_power_of_two();
     AssertSqlSafe(
         sql.replace("{ids}", &vec!["?"; count].join(", "))
-            .replace("{tokens}", &vec!["WHEN ? THEN ?"; count].join(" ")),
+            .replace("{tokens}", &vec!["WHEN ? THEN ?"; count].join(" "))
+            .replace("{pairs}", &vec!["(?, ?)"; count].join(", ")),
     )
+}
+
+/// `query` with each completion's event id and token bound, then NULL pairs up to the next
+/// power of two (see [`listed`]).
+fn bind_pairs<'q, Q: BindText<'q>>(query: Q, completions: &'q [Completion]) -> Q {
+    let padding = completions.len().next_power_of_two() - completions.len();
+    let query = completions.iter().fold(query, |query, completion| {
+        query
+            .bind_text(Some(&completion.event_id))
+            .bind_text(Some(&completion.token))
+    });
+    (0..padding).fold(query, |query, _| query.bind_text(None).bind_text(None))
 }
 
 /// `query` with `ids` bound, then NULL up to the next power of two (see [`listed`]).
@@ -595,10 +724,7 @@ async fn inbox_transaction<T>(
     answer: impl for<'c> FnOnce(&'c mut MySqlConnection, &'c Arc<str>) -> Answer<'c, T>,
 ) -> Result<T, sqlx::Error> {
     let (last, middle) = query.then.split_last().expect("statements after the first");
-    connection
-        .execute(AssertSqlSafe(statement(INBOX_TRANSACTION)))
-        .await?;
-    let mut transaction = connection.begin().await?;
+    let mut transaction = begin_inbox_transaction(connection).await?;
     transaction
         .execute(row_query::<MySql, (i64,)>(&query.sql, binds))
         .await?;
@@ -610,6 +736,16 @@ async fn inbox_transaction<T>(
     let answer = answer(&mut transaction, last).await?;
     transaction.commit().await?;
     Ok(answer)
+}
+
+/// Begins an inbox operation's transaction on `connection`, at READ COMMITTED
+/// ([`INBOX_TRANSACTION`]), in one round trip: the isolation level and `START TRANSACTION` in
+/// one text.
+async fn begin_inbox_transaction(
+    connection: &mut MySqlConnection,
+) -> Result<sqlx::Transaction<'_, MySql>, sqlx::Error> {
+    let begin = format!("{}; START TRANSACTION", statement(INBOX_TRANSACTION));
+    connection.begin_with(AssertSqlSafe(begin)).await
 }
 
 /// Refuses a server older than [`OLDEST_SERVER`], and logs an error for each setting with

@@ -205,6 +205,24 @@ mod sealed {
             Self::inbox_text(store, query, binds)
         }
 
+        /// Runs inbox mode's `complete` with its `binds` (event id, token, retention):
+        /// whether the token holds the event, now completed. By default as the other
+        /// owner-checked operations, in a group commit where the dialect groups them.
+        fn inbox_completed<'a>(
+            store: &'a SqlStore<Self>,
+            query: &'a Query,
+            binds: &'a [Bind<'a>],
+        ) -> impl Future<Output = Result<bool, sangho_webhook::store::StoreError>> + Send + 'a
+        where
+            Self: Dialect,
+        {
+            async move {
+                let many = store.grouped_queries().many.as_ref();
+                let many = many.map(|many| &many.inbox_complete);
+                store.inbox_owned(query, binds, many).await
+            }
+        }
+
         /// Runs inbox mode's `take` with its `binds`: the taken row, if any. By default the
         /// file's one statement, on the pool.
         fn inbox_taken<'a>(
