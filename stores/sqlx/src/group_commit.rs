@@ -147,6 +147,12 @@ impl GroupCommitFailed {
     pub fn operations(&self) -> usize {
         self.operations
     }
+
+    /// The database's error.
+    #[cfg_attr(not(feature = "mariadb"), allow(dead_code))]
+    pub(crate) fn database_error(&self) -> &sqlx::Error {
+        &self.source
+    }
 }
 
 /// A value bound to a queued statement, owned by the queue.

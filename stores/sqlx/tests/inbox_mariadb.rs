@@ -738,3 +738,105 @@ async fn completions_served_together_each_answer_for_their_own_token() {
         "a repeated completion succeeds"
     );
 }
+
+/// A turn of completions never waits for a row that another transaction holds (a handler's
+/// own, still open): the turn's other completions are answered at once, and the held one
+/// completes once the row is free, as it would alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn a_row_held_by_another_transaction_holds_up_no_other_completion_of_its_turn() {
+    let store = mariadb_store("turnheld", 4).await;
+    let mut taken = Vec::new();
+    for _ in 0..6 {
+        receive(&store, &unique_event_id("held")).await;
+        taken.push(take(&store).await.expect("a due event"));
+    }
+    let held_event = taken[0].clone();
+    let mut holder = MySqlConnection::connect(&common::mariadb_url())
+        .await
+        .unwrap();
+    sqlx::query("BEGIN").execute(&mut holder).await.unwrap();
+    let lock = format!(
+        "SELECT event_id FROM {} WHERE event_id = ? FOR UPDATE",
+        store.table().as_str()
+    );
+    sqlx::query(AssertSqlSafe(lock))
+        .bind(&held_event.event_id)
+        .fetch_one(&mut holder)
+        .await
+        .unwrap();
+
+    // The held event's completion first: the turns after it hold the others.
+    let held = {
+        let (store, event) = (store.store.clone(), held_event.clone());
+        tokio::spawn(async move { store.complete(&event.claimant(), LONG).await })
+    };
+    let mut others = tokio::task::JoinSet::new();
+    for event in taken.split_off(1) {
+        let store = store.store.clone();
+        others.spawn(async move { store.complete(&event.claimant(), LONG).await });
+    }
+    let answered = tokio::time::timeout(Duration::from_secs(3), others.join_all()).await;
+    let answered = answered.expect("the other completions are answered while the row is held");
+    for completion in answered {
+        assert_eq!(completion.unwrap(), Completion::Recorded);
+    }
+    assert!(
+        !held.is_finished(),
+        "the held event's completion waits for its row"
+    );
+
+    sqlx::query("ROLLBACK").execute(&mut holder).await.unwrap();
+    let completion = held.await.unwrap().unwrap();
+    assert_eq!(completion, Completion::Recorded);
+    assert_eq!(store.stats().await.unwrap().completed, 6);
+}
+
+/// A lone completion whose row another transaction holds never holds up the turns after it:
+/// the completions that come meanwhile are answered at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn a_lone_completion_of_a_held_row_holds_up_no_later_turn() {
+    let store = mariadb_store("turnlone", 4).await;
+    let mut taken = Vec::new();
+    for _ in 0..4 {
+        receive(&store, &unique_event_id("lone")).await;
+        taken.push(take(&store).await.expect("a due event"));
+    }
+    let held_event = taken[0].clone();
+    let mut holder = MySqlConnection::connect(&common::mariadb_url())
+        .await
+        .unwrap();
+    sqlx::query("BEGIN").execute(&mut holder).await.unwrap();
+    let lock = format!(
+        "SELECT event_id FROM {} WHERE event_id = ? FOR UPDATE",
+        store.table().as_str()
+    );
+    sqlx::query(AssertSqlSafe(lock))
+        .bind(&held_event.event_id)
+        .fetch_one(&mut holder)
+        .await
+        .unwrap();
+
+    let held = {
+        let (store, event) = (store.store.clone(), held_event.clone());
+        tokio::spawn(async move { store.complete(&event.claimant(), LONG).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for event in &taken[1..] {
+        let completion = tokio::time::timeout(
+            Duration::from_secs(3),
+            store.complete(&event.claimant(), LONG),
+        )
+        .await
+        .expect("answered while the other row is held");
+        assert_eq!(completion.unwrap(), Completion::Recorded);
+    }
+    assert!(
+        !held.is_finished(),
+        "the held event's completion waits for its row"
+    );
+
+    sqlx::query("ROLLBACK").execute(&mut holder).await.unwrap();
+    assert_eq!(held.await.unwrap().unwrap(), Completion::Recorded);
+}

@@ -7,8 +7,13 @@
 -- completion whose token holds its event (or completed it already). When fewer matched, the
 -- store runs each completion of the turn again alone (`inbox_complete.sql`), to answer each.
 --
+-- It never waits for a row lock (`innodb_lock_wait_timeout = 0`): if another transaction holds
+-- one of the rows (a handler's own, still open), it fails at once having changed nothing, and
+-- each completion of the turn runs again alone, so that only the held one waits.
+--
 -- The assignments are evaluated in order: `state`, assigned last, is the old state in every
 -- condition.
+SET STATEMENT innodb_lock_wait_timeout = 0 FOR
 UPDATE {table}
 SET processed_at = IF(state = 'completed', processed_at, UTC_TIMESTAMP(6)),
     expires_at = IF(state = 'completed', expires_at,

@@ -304,10 +304,19 @@ impl Sealed for MariaDb {
             in_turns(store.pool().clone(), statements, complete_many)
         };
         let completions = &store.inbox_turns().completions;
-        match completions.call(completion, runner).await {
-            Ok(completed) => Ok(completed.is_some()),
-            Err(error) => Err(store.write_error(error)),
-        }
+        let held_elsewhere = match completions.call(completion, runner).await {
+            Ok(completed) => return Ok(completed.is_some()),
+            Err(WriteError::Group(failed)) if waited_too_long_on(failed.database_error()) => true,
+            Err(WriteError::Database(error)) if waited_too_long_on(&error) => true,
+            Err(error) => return Err(store.write_error(error)),
+        };
+        // Another transaction held a row of the turn: each completion runs alone, and only
+        // the held one waits for it, under InnoDB's lock wait timeout, as it would alone.
+        debug_assert!(held_elsewhere);
+        Self::inbox_text(store, query, binds)
+            .await
+            .map(|completed| completed.is_some())
+            .map_err(|error| store.store_error(error))
     }
 
     async fn inbox_taken<'a>(
@@ -391,6 +400,11 @@ fn waited_too_long(error: &dyn DatabaseError) -> bool {
     error
         .try_downcast_ref::<MySqlDatabaseError>()
         .is_some_and(|error| matches!(error.number(), 1205 | 1969))
+}
+
+/// Whether a statement gave up on a lock wait (see [`waited_too_long`]).
+fn waited_too_long_on(error: &sqlx::Error) -> bool {
+    matches!(error, sqlx::Error::Database(error) if waited_too_long(&**error))
 }
 
 /// Whether InnoDB aborted the statement (or its transaction) on a deadlock.
@@ -480,26 +494,30 @@ fn in_turns<C: Send + Sync + 'static, A: Send + 'static>(
     }
 }
 
-/// A turn of completions: all of them by `inbox_complete_many.sql` (the second of
-/// `statements`), one statement committed on its own. When it matched a row for each (every
-/// token held its event: the usual turn), each is completed; otherwise each runs again alone by
-/// `inbox_complete.sql` (the first), which completes nothing twice and answers exactly as it
-/// does alone: completed by its token (now or by the turn), or not held.
+/// A turn of completions (one or more): all of them by `inbox_complete_many.sql` (the second
+/// of `statements`), one statement committed on its own. When it matched a row for each (every
+/// token held its event: the usual turn), each is completed; a lone completion that matched
+/// none is not held; otherwise each runs again alone by `inbox_complete.sql` (the first), which
+/// completes nothing twice and answers exactly as it does alone: completed by its token (now
+/// or by the turn), or not held. The statement of many never waits for a row lock: if another
+/// transaction holds a row, the turn fails at once, and each completion runs alone, outside the
+/// turns (`inbox_completed`): only the held one waits, and no turn waits behind it.
 fn complete_many<'c>(
     connection: &'c mut MySqlConnection,
     statements: &'c [Arc<str>],
     completions: &'c [Completion],
 ) -> TurnOn<'c, ()> {
     Box::pin(async move {
-        if completions.len() > 1 {
-            let update = sqlx::query(listed(&statements[1], completions.len()));
-            let matched = bind_pairs(update.bind(completions[0].retention), completions)
-                .execute(&mut *connection)
-                .await?
-                .rows_affected();
-            if matched == completions.len() as u64 {
-                return Ok(vec![Some(()); completions.len()]);
-            }
+        let update = sqlx::query(listed(&statements[1], completions.len()));
+        let matched = bind_pairs(update.bind(completions[0].retention), completions)
+            .execute(&mut *connection)
+            .await?
+            .rows_affected();
+        if matched == completions.len() as u64 {
+            return Ok(vec![Some(()); completions.len()]);
+        }
+        if let [_] = completions {
+            return Ok(vec![None]);
         }
         let mut answers = Vec::with_capacity(completions.len());
         for completion in completions {
