@@ -623,20 +623,27 @@ async fn take_many_in(
 
 /// `sql` with its lists for `count` events, padded to the next power of two (few statements
 /// to prepare): `{ids}`, a placeholder each, `{tokens}`, `WHEN ? THEN ?` each, and `{pairs}`,
-/// `(?, ?)` each.
+/// `(?, ?)` each, at least two ([`pairs`]).
 fn listed(sql: &str, count: usize) -> AssertSqlSafe<String> {
-    let count = count.next_power_of_two();
+    let ids = count.next_power_of_two();
     AssertSqlSafe(
-        sql.replace("{ids}", &vec!["?"; count].join(", "))
-            .replace("{tokens}", &vec!["WHEN ? THEN ?"; count].join(" "))
-            .replace("{pairs}", &vec!["(?, ?)"; count].join(", ")),
+        sql.replace("{ids}", &vec!["?"; ids].join(", "))
+            .replace("{tokens}", &vec!["WHEN ? THEN ?"; ids].join(" "))
+            .replace("{pairs}", &vec!["(?, ?)"; pairs(count)].join(", ")),
     )
 }
 
-/// `query` with each completion's event id and token bound, then NULL pairs up to the next
-/// power of two (see [`listed`]).
+/// How many `(?, ?)` a list of `count` pairs holds: the next power of two, and at least two.
+/// MariaDB reads `(a, b) IN ((?, ?))` of one pair by scanning the whole table, and `IN` of two
+/// or more by the index.
+fn pairs(count: usize) -> usize {
+    count.max(2).next_power_of_two()
+}
+
+/// `query` with each completion's event id and token bound, then NULL pairs up to
+/// [`pairs`].
 fn bind_pairs<'q, Q: BindText<'q>>(query: Q, completions: &'q [Completion]) -> Q {
-    let padding = completions.len().next_power_of_two() - completions.len();
+    let padding = pairs(completions.len()) - completions.len();
     let query = completions.iter().fold(query, |query, completion| {
         query
             .bind_text(Some(&completion.event_id))
@@ -957,5 +964,54 @@ mod tests {
         assert!(super::is_update("  update t SET a = 1"));
         assert!(!super::is_update("SELECT 1"));
         assert!(!super::is_update("UPD"));
+    }
+
+    #[tokio::test]
+    #[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+    async fn a_turn_of_any_number_of_completions_reads_its_rows_by_the_primary_key() {
+        use sqlx::{AssertSqlSafe, Connection as _, Row as _};
+        let url = std::env::var("SANGHO_TEST_MYSQL_URL")
+            .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".to_owned());
+        let mut connection = sqlx::MySqlConnection::connect(&url).await.unwrap();
+        let table = "processed_webhook_events";
+        let schema = include_str!("../../migrations/mariadb.sql")
+            .replace("CREATE TABLE IF NOT EXISTS", "CREATE TEMPORARY TABLE");
+        let create = crate::queries::statements(&schema).remove(0);
+        sqlx::raw_sql(AssertSqlSafe(create))
+            .execute(&mut connection)
+            .await
+            .unwrap();
+        let fill = format!(
+            "INSERT INTO {table} (event_id, event_type, state, claim_token, received_at) \
+             SELECT CONCAT('evt_', seq), 't', 'in_flight', 'token', UTC_TIMESTAMP(6) \
+             FROM seq_1_to_2000"
+        );
+        sqlx::raw_sql(AssertSqlSafe(fill))
+            .execute(&mut connection)
+            .await
+            .unwrap();
+        let many = crate::queries::statements(super::COMPLETE_MANY).remove(0);
+        let update = many
+            .replace("{table}", table)
+            .replace("SET STATEMENT innodb_lock_wait_timeout = 0 FOR\n", "");
+        for count in 1..=5 {
+            let listed = super::listed(&update, count).0;
+            let mut literals = std::iter::once("1000".to_owned())
+                .chain((0..).map(|n| format!("'evt_{}'", n / 2 + 1)));
+            let explained: String = listed
+                .split('?')
+                .enumerate()
+                .map(|(n, part)| match n {
+                    0 => part.to_owned(),
+                    _ => literals.next().unwrap() + part,
+                })
+                .collect();
+            let plan = sqlx::raw_sql(AssertSqlSafe(format!("EXPLAIN {explained}")))
+                .fetch_one(&mut connection)
+                .await
+                .unwrap();
+            let access: String = plan.try_get("type").unwrap();
+            assert_eq!(access, "range", "{count} completions: {explained}");
+        }
     }
 }
