@@ -739,19 +739,17 @@ async fn completions_served_together_each_answer_for_their_own_token() {
     );
 }
 
-/// A turn of completions never waits for a row that another transaction holds (a handler's
-/// own, still open): the turn's other completions are answered at once, and the held one
-/// completes once the row is free, as it would alone.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
-async fn a_row_held_by_another_transaction_holds_up_no_other_completion_of_its_turn() {
-    let store = mariadb_store("turnheld", 4).await;
+/// `events` received and taken, and a connection whose open transaction holds the first one's
+/// row (`SELECT … FOR UPDATE`), as a handler's own transaction may.
+async fn taken_with_first_row_held(
+    store: &MariaDbStore,
+    events: usize,
+) -> (Vec<TakenEvent>, MySqlConnection) {
     let mut taken = Vec::new();
-    for _ in 0..6 {
-        receive(&store, &unique_event_id("held")).await;
-        taken.push(take(&store).await.expect("a due event"));
+    for _ in 0..events {
+        receive(store, &unique_event_id("held")).await;
+        taken.push(take(store).await.expect("a due event"));
     }
-    let held_event = taken[0].clone();
     let mut holder = MySqlConnection::connect(&common::mariadb_url())
         .await
         .unwrap();
@@ -761,10 +759,22 @@ async fn a_row_held_by_another_transaction_holds_up_no_other_completion_of_its_t
         store.table().as_str()
     );
     sqlx::query(AssertSqlSafe(lock))
-        .bind(&held_event.event_id)
+        .bind(&taken[0].event_id)
         .fetch_one(&mut holder)
         .await
         .unwrap();
+    (taken, holder)
+}
+
+/// A turn of completions never waits for a row that another transaction holds (a handler's
+/// own, still open): the turn's other completions are answered at once, and the held one
+/// completes once the row is free, as it would alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn a_row_held_by_another_transaction_holds_up_no_other_completion_of_its_turn() {
+    let store = mariadb_store("turnheld", 4).await;
+    let (mut taken, mut holder) = taken_with_first_row_held(&store, 6).await;
+    let held_event = taken[0].clone();
 
     // The held event's completion first: the turns after it hold the others.
     let held = {
@@ -798,25 +808,8 @@ async fn a_row_held_by_another_transaction_holds_up_no_other_completion_of_its_t
 #[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
 async fn a_lone_completion_of_a_held_row_holds_up_no_later_turn() {
     let store = mariadb_store("turnlone", 4).await;
-    let mut taken = Vec::new();
-    for _ in 0..4 {
-        receive(&store, &unique_event_id("lone")).await;
-        taken.push(take(&store).await.expect("a due event"));
-    }
+    let (taken, mut holder) = taken_with_first_row_held(&store, 4).await;
     let held_event = taken[0].clone();
-    let mut holder = MySqlConnection::connect(&common::mariadb_url())
-        .await
-        .unwrap();
-    sqlx::query("BEGIN").execute(&mut holder).await.unwrap();
-    let lock = format!(
-        "SELECT event_id FROM {} WHERE event_id = ? FOR UPDATE",
-        store.table().as_str()
-    );
-    sqlx::query(AssertSqlSafe(lock))
-        .bind(&held_event.event_id)
-        .fetch_one(&mut holder)
-        .await
-        .unwrap();
 
     let held = {
         let (store, event) = (store.store.clone(), held_event.clone());

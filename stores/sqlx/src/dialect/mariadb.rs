@@ -959,6 +959,23 @@ mod tests {
     }
 
     #[test]
+    fn a_turn_of_completions_writes_each_row_as_one_completion_does() {
+        let inbox = <super::MariaDb as crate::dialect::Sealed>::SQL
+            .inbox
+            .unwrap();
+        let set = |sql: &str| {
+            let from = sql.find("SET processed_at").expect("the assignments");
+            let to = sql.find("WHERE").expect("the condition");
+            sql[from..to].to_owned()
+        };
+        let one = crate::queries::statement(inbox.complete.0);
+        let many = crate::queries::statement(super::COMPLETE_MANY);
+        assert_eq!(set(&one), set(&many));
+        let condition = "AND state IN ('in_flight', 'completed') AND received_at IS NOT NULL";
+        assert!(one.ends_with(condition) && many.ends_with(condition));
+    }
+
+    #[test]
     fn only_an_update_answers_by_the_rows_it_matched() {
         assert!(super::is_update("UPDATE t SET a = 1"));
         assert!(super::is_update("  update t SET a = 1"));
