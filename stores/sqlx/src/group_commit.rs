@@ -136,6 +136,7 @@ pub struct GroupCommitFailed {
 
 impl GroupCommitFailed {
     /// The failure of a group of `operations` writes, of `source`.
+    #[cfg_attr(not(feature = "mariadb"), allow(dead_code))]
     pub(crate) fn new(operations: usize, source: sqlx::Error) -> Self {
         Self {
             operations,
