@@ -292,20 +292,9 @@ impl<D: Dialect> Inbox for SqlStore<D> {
             Bind::Int(micros(lease)),
             Bind::Int(fresh_first),
         ];
-        let row = match D::GROUP_INBOX {
-            true => self
-                .write(
-                    // A take commits asynchronously where the dialect lets it.
-                    Write::take(&query.sql, &query.binds(&binds))
-                        .alone_if(self.commits_asynchronously(true)),
-                )
-                .await
-                .map(Answer::into_taken)
-                .map_err(|error| self.write_error(error))?,
-            false => D::inbox_taken(self, query, &binds)
-                .await
-                .map_err(|error| self.write_error(error))?,
-        };
+        let row = D::inbox_taken(self, query, &binds)
+            .await
+            .map_err(|error| self.write_error(error))?;
         let Some((event_id, event_type, body, headers, path, received, budget, attempt, key)) = row
         else {
             return Ok(None);

@@ -45,7 +45,7 @@ pub(crate) struct ManyQueries {
     pub(crate) claim: Arc<Many>,
     pub(crate) complete: Arc<Many>,
     pub(crate) receive: Arc<Many>,
-    pub(crate) inbox_complete: Arc<Many>,
+    pub(crate) inbox_complete: Option<Arc<Many>>,
 }
 
 /// A statement and which of its operation's binds it binds, in order; and the statements of
@@ -155,7 +155,9 @@ impl Queries {
             claim: Arc::new(Many::new(one(many.claim), many.state.map(one))),
             complete: Arc::new(Many::new(one(many.complete), None)),
             receive: Arc::new(Many::new(one(many.receive), None)),
-            inbox_complete: Arc::new(Many::new(one(many.inbox_complete), None)),
+            inbox_complete: many
+                .inbox_complete
+                .map(|sql| Arc::new(Many::new(one(sql), None))),
         });
         Self {
             inbox,

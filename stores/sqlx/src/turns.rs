@@ -15,11 +15,11 @@
 //! timeout) before its turn is never served. If a turn fails, each of its calls fails with the
 //! turn's error, and nothing of it was written.
 //!
-//! Only the MariaDB dialect serves its inbox in turns today; the other dialects' builds carry
-//! the queue unused.
-#![cfg_attr(not(feature = "mariadb"), allow(dead_code))]
+//! The PostgreSQL and MariaDB dialects serve their workers' takes and completions in turns;
+//! SQLite's one writer groups them in its group commit instead.
+#![cfg_attr(not(any(feature = "mariadb", feature = "postgres")), allow(dead_code))]
 
-use std::{collections::VecDeque, future::Future, pin::Pin};
+use std::{collections::VecDeque, future::Future, pin::Pin, sync::Arc};
 
 use tokio::sync::{mpsc, oneshot};
 
@@ -31,6 +31,10 @@ const MOST_PER_TURN: usize = 32;
 /// How long the turns keep what they keep between them (a connection of the pool) once no
 /// call waits: a worker's next call comes within a handler's run.
 const KEEP_WHILE_IDLE: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// How many times a turn runs when the database aborts it on a conflict (a deadlock: it
+/// wrote nothing then).
+const TRIES_ON_CONFLICT: u32 = 3;
 
 /// How many turns of one operation run at once, each on a connection of its own: while one
 /// waits for the database, the next is written.
@@ -56,6 +60,64 @@ pub(crate) struct Runner<C, A> {
     /// Called once no call waits and no turn runs: gives back what the turns keep between
     /// them (a connection of the pool).
     pub(crate) idle: Box<dyn Fn() + Send + Sync>,
+}
+
+/// A turn of calls, run on a connection.
+pub(crate) type TurnOn<'c, A> = Pin<Box<dyn Future<Output = Answered<A>> + Send + 'c>>;
+
+/// Runs a turn of calls `C` with the statements of their operation on a connection.
+pub(crate) type TurnOf<DB, C, A> = for<'c> fn(
+    &'c mut <DB as sqlx::Database>::Connection,
+    &'c [Arc<str>],
+    &'c [C],
+) -> TurnOn<'c, A>;
+
+/// What runs turns of calls `C`: `turn` with `statements`, again when the database aborted it
+/// on a conflict (`conflict`: it wrote nothing then), on a connection of `pool` that the
+/// turns keep while calls wait (no ping of the pool's before each turn), and give back once
+/// none does, or after a turn failed (the connection may be what failed).
+pub(crate) fn on_kept_connection<
+    DB: sqlx::Database,
+    C: Send + Sync + 'static,
+    A: Send + 'static,
+>(
+    pool: sqlx::Pool<DB>,
+    statements: Arc<[Arc<str>]>,
+    turn: TurnOf<DB, C, A>,
+    conflict: fn(&sqlx::Error) -> bool,
+) -> Runner<C, A> {
+    let kept: Arc<std::sync::Mutex<Option<sqlx::pool::PoolConnection<DB>>>> = Arc::default();
+    let keep = kept.clone();
+    let take_kept = move |kept: &std::sync::Mutex<Option<_>>| {
+        kept.lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take()
+    };
+    Runner {
+        turn: Box::new(move |calls: Vec<C>| {
+            let (pool, statements, kept) = (pool.clone(), statements.clone(), kept.clone());
+            Box::pin(async move {
+                let mut connection = match take_kept(&kept) {
+                    Some(connection) => connection,
+                    None => pool.acquire().await?,
+                };
+                let mut tries = 0;
+                let answered = loop {
+                    tries += 1;
+                    match turn(&mut connection, &statements, &calls).await {
+                        Err(error) if conflict(&error) && tries < TRIES_ON_CONFLICT => continue,
+                        answered => break answered,
+                    }
+                };
+                if answered.is_ok() {
+                    *kept.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) =
+                        Some(connection);
+                }
+                answered
+            })
+        }),
+        idle: Box::new(move || drop(take_kept(&keep))),
+    }
 }
 
 /// A call waiting for its turn.
@@ -241,7 +303,8 @@ fn fail<C, A>(mut turn: Vec<Waiting<C, A>>, error: sqlx::Error) {
     }
 }
 
-/// Inbox mode's operations served in turns, where the dialect serves them so (MariaDB).
+/// Inbox mode's operations served in turns, where the dialect serves them so (PostgreSQL,
+/// MariaDB).
 #[derive(Debug, Default)]
 pub(crate) struct InboxTurns {
     /// The workers' takes: a turn takes an event for each, under its own token.

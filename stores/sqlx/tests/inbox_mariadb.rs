@@ -580,256 +580,45 @@ async fn beside_a_million_completed_events_a_scrape_of_the_gauges_takes_under_10
     common::bodies::a_scrape_of_the_gauges_takes_under_10_ms(store, rows, 3).await;
 }
 
-/// Takes that wait at once are served together, in turns of one transaction each (the store's
-/// take queue): a turn hands each waiting worker at most one event, under that worker's own
-/// token, and never two events of one ordering key.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
-async fn takes_served_together_never_take_two_events_of_one_key() {
-    let store = mariadb_store("turn", 1).await;
-    let (key, other_key) = (unique_event_id("key"), unique_event_id("key"));
-    let keyed: Vec<String> = (0..3).map(|_| unique_event_id("keyed")).collect();
-    let other = unique_event_id("other");
-    let plain: Vec<String> = (0..3).map(|_| unique_event_id("plain")).collect();
-    // Received interleaved, so that one search of the turn passes over the key's later events.
-    for n in 0..3 {
-        receive(&store, &plain[n]).await;
-        receive_with_key(&store, &keyed[n], Some(&key))
-            .await
-            .unwrap();
-        if n == 0 {
-            receive_with_key(&store, &other, Some(&other_key))
-                .await
-                .unwrap();
-        }
+/// The workers' takes and completions served in turns (`common/turns.rs`).
+mod turns {
+    use crate::common::{mariadb_store, turns};
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+    async fn takes_served_together_never_take_two_events_of_one_key() {
+        let store = mariadb_store("turn", 1).await;
+        turns::takes_served_together_never_take_two_events_of_one_key(&store.store).await;
     }
 
-    // The pool's only connection held: every take waits, and they all go in one turn.
-    let held = store.store.pool().acquire().await.unwrap();
-    let mut takes = tokio::task::JoinSet::new();
-    for _ in 0..12 {
-        let store = store.store.clone();
-        takes.spawn(async move {
-            let token = ClaimToken::generate();
-            let taken = store.take(&token, LONG, TakeOrder::FreshFirst).await;
-            (token, taken.expect("take"))
-        });
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+    async fn a_take_given_up_while_it_waits_for_its_turn_takes_nothing() {
+        let store = mariadb_store("turngone", 1).await;
+        turns::a_take_given_up_while_it_waits_for_its_turn_takes_nothing(&store.store).await;
     }
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    drop(held);
-    let mut taken_ids = Vec::new();
-    for (token, taken) in takes.join_all().await {
-        if let Some(taken) = taken {
-            assert_eq!(
-                taken.token, token,
-                "each event under its own worker's token"
-            );
-            assert_eq!(taken.attempt, 1);
-            taken_ids.push(taken.event_id);
-        }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+    async fn completions_served_together_each_answer_for_their_own_token() {
+        let store = mariadb_store("turncomplete", 1).await;
+        turns::completions_served_together_each_answer_for_their_own_token(&store.store).await;
     }
-    taken_ids.sort();
-    let mut expected = vec![keyed[0].clone(), other.clone()];
-    expected.extend(plain.iter().cloned());
-    expected.sort();
-    assert_eq!(
-        taken_ids, expected,
-        "one event of each key, every event without one"
-    );
-    assert!(take(&store).await.is_none(), "the key's later events wait");
-}
 
-/// A take whose caller gives up while it waits for its turn (here: the turn before it waits
-/// for the pool's only connection) is never served: its event stays due for the next take.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
-async fn a_take_given_up_while_it_waits_for_its_turn_takes_nothing() {
-    let store = mariadb_store("turngone", 1).await;
-    let (first, second) = (unique_event_id("first"), unique_event_id("second"));
-    receive(&store, &first).await;
-    receive(&store, &second).await;
-
-    let held = store.store.pool().acquire().await.unwrap();
-    let waiting = {
-        let store = store.store.clone();
-        tokio::spawn(async move { take(&store).await })
-    };
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let given_up = tokio::time::timeout(Duration::from_millis(200), take(&store)).await;
-    assert!(
-        given_up.is_err(),
-        "the take waits for its turn: {given_up:?}"
-    );
-    drop(held);
-
-    let taken = waiting.await.unwrap().expect("the first take's event");
-    assert_eq!(taken.event_id, first);
-    let next = take(&store).await.expect("the second event is still due");
-    assert_eq!(next.event_id, second);
-    assert_eq!(next.attempt, 1, "never taken by the take that gave up");
-}
-
-/// Completions that wait at once are served together, in one transaction: each is answered
-/// for its own token, as alone (a completion by a token that does not hold its event, in the
-/// same turn as its holder's, is refused and changes nothing).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
-async fn completions_served_together_each_answer_for_their_own_token() {
-    let store = mariadb_store("turncomplete", 1).await;
-    let mut taken = Vec::new();
-    for _ in 0..6 {
-        receive(&store, &unique_event_id("complete")).await;
-        taken.push(take(&store).await.expect("a due event"));
-    }
-    let stranger = ClaimToken::generate();
-
-    // The pool's only connection held, the first completion's turn waits for it, and every
-    // completion after it waits for the next turn: they all go in that one.
-    let held = store.store.pool().acquire().await.unwrap();
-    let mut completions = tokio::task::JoinSet::new();
-    let first_turn = taken.pop().unwrap();
-    {
-        let store = store.store.clone();
-        completions.spawn(async move {
-            let completed = store.complete(&first_turn.claimant(), LONG).await;
-            (
-                first_turn.event_id.clone(),
-                true,
-                completed.expect("complete"),
-            )
-        });
-    }
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    for event in &taken {
-        let (store, claimant) = (store.store.clone(), event.clone());
-        completions.spawn(async move {
-            let completed = store.complete(&claimant.claimant(), LONG).await;
-            (
-                claimant.event_id.clone(),
-                true,
-                completed.expect("complete"),
-            )
-        });
-    }
-    let first = taken[0].event_id.clone();
-    {
-        let store = store.store.clone();
-        let first = first.clone();
-        completions.spawn(async move {
-            let claimant = sangho_webhook::store::Claimant::new(&first, TYPE, &stranger);
-            let completed = store.complete(&claimant, LONG).await;
-            (first.clone(), false, completed.expect("complete"))
-        });
-    }
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    drop(held);
-    for (event_id, holder, completion) in completions.join_all().await {
-        let expected = match holder {
-            true => Completion::Recorded,
-            false => Completion::TakenOver,
-        };
-        assert_eq!(completion, expected, "{event_id}, by its holder: {holder}");
-    }
-    assert_eq!(store.stats().await.unwrap().completed, 6);
-    let again = store.complete(&taken[0].claimant(), LONG).await.unwrap();
-    assert_eq!(
-        again,
-        Completion::Recorded,
-        "a repeated completion succeeds"
-    );
-}
-
-/// `events` received and taken, and a connection whose open transaction holds the first one's
-/// row (`SELECT … FOR UPDATE`), as a handler's own transaction may.
-async fn taken_with_first_row_held(
-    store: &MariaDbStore,
-    events: usize,
-) -> (Vec<TakenEvent>, MySqlConnection) {
-    let mut taken = Vec::new();
-    for _ in 0..events {
-        receive(store, &unique_event_id("held")).await;
-        taken.push(take(store).await.expect("a due event"));
-    }
-    let mut holder = MySqlConnection::connect(&common::mariadb_url())
-        .await
-        .unwrap();
-    sqlx::query("BEGIN").execute(&mut holder).await.unwrap();
-    let lock = format!(
-        "SELECT event_id FROM {} WHERE event_id = ? FOR UPDATE",
-        store.table().as_str()
-    );
-    sqlx::query(AssertSqlSafe(lock))
-        .bind(&taken[0].event_id)
-        .fetch_one(&mut holder)
-        .await
-        .unwrap();
-    (taken, holder)
-}
-
-/// A turn of completions never waits for a row that another transaction holds (a handler's
-/// own, still open): the turn's other completions are answered at once, and the held one
-/// completes once the row is free, as it would alone.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
-async fn a_row_held_by_another_transaction_holds_up_no_other_completion_of_its_turn() {
-    let store = mariadb_store("turnheld", 4).await;
-    let (mut taken, mut holder) = taken_with_first_row_held(&store, 6).await;
-    let held_event = taken[0].clone();
-
-    // The held event's completion first: the turns after it hold the others.
-    let held = {
-        let (store, event) = (store.store.clone(), held_event.clone());
-        tokio::spawn(async move { store.complete(&event.claimant(), LONG).await })
-    };
-    let mut others = tokio::task::JoinSet::new();
-    for event in taken.split_off(1) {
-        let store = store.store.clone();
-        others.spawn(async move { store.complete(&event.claimant(), LONG).await });
-    }
-    let answered = tokio::time::timeout(Duration::from_secs(3), others.join_all()).await;
-    let answered = answered.expect("the other completions are answered while the row is held");
-    for completion in answered {
-        assert_eq!(completion.unwrap(), Completion::Recorded);
-    }
-    assert!(
-        !held.is_finished(),
-        "the held event's completion waits for its row"
-    );
-
-    sqlx::query("ROLLBACK").execute(&mut holder).await.unwrap();
-    let completion = held.await.unwrap().unwrap();
-    assert_eq!(completion, Completion::Recorded);
-    assert_eq!(store.stats().await.unwrap().completed, 6);
-}
-
-/// A lone completion whose row another transaction holds never holds up the turns after it:
-/// the completions that come meanwhile are answered at once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
-async fn a_lone_completion_of_a_held_row_holds_up_no_later_turn() {
-    let store = mariadb_store("turnlone", 4).await;
-    let (taken, mut holder) = taken_with_first_row_held(&store, 4).await;
-    let held_event = taken[0].clone();
-
-    let held = {
-        let (store, event) = (store.store.clone(), held_event.clone());
-        tokio::spawn(async move { store.complete(&event.claimant(), LONG).await })
-    };
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    for event in &taken[1..] {
-        let completion = tokio::time::timeout(
-            Duration::from_secs(3),
-            store.complete(&event.claimant(), LONG),
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+    async fn a_row_held_by_another_transaction_holds_up_no_other_completion_of_its_turn() {
+        let store = mariadb_store("turnheld", 4).await;
+        turns::a_row_held_by_another_transaction_holds_up_no_other_completion_of_its_turn(
+            &store.store,
         )
-        .await
-        .expect("answered while the other row is held");
-        assert_eq!(completion.unwrap(), Completion::Recorded);
+        .await;
     }
-    assert!(
-        !held.is_finished(),
-        "the held event's completion waits for its row"
-    );
 
-    sqlx::query("ROLLBACK").execute(&mut holder).await.unwrap();
-    assert_eq!(held.await.unwrap().unwrap(), Completion::Recorded);
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+    async fn a_lone_completion_of_a_held_row_holds_up_no_later_turn() {
+        let store = mariadb_store("turnlone", 4).await;
+        turns::a_lone_completion_of_a_held_row_holds_up_no_later_turn(&store.store).await;
+    }
 }

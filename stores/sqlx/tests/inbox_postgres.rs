@@ -408,8 +408,9 @@ mod gauges_and_takes_read_their_indexes {
         .await;
         let take = plan(
             store.store.pool(),
-            &sql_of(include_str!("../queries/postgres/inbox_take.sql")),
-            "('00000000000000000000000000000000', 30000000, 1)",
+            &sql_of(include_str!("../queries/postgres/inbox_take_many.sql")),
+            "(ARRAY['00000000000000000000000000000000', '00000000000000000000000000000001'], \
+             30000000, 1)",
         )
         .await;
         for (what, plan) in [("gauges", &gauges), ("take", &take)] {
@@ -421,5 +422,48 @@ mod gauges_and_takes_read_their_indexes {
 
         crate::common::bodies::a_scrape_of_the_gauges_takes_under_10_ms(&store.store, rows, 3)
             .await;
+    }
+}
+
+/// The workers' takes and completions served in turns (`common/turns.rs`).
+mod turns {
+    use crate::common::{postgres_store, turns};
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+    async fn takes_served_together_never_take_two_events_of_one_key() {
+        let store = postgres_store("turn", 1).await;
+        turns::takes_served_together_never_take_two_events_of_one_key(&store.store).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+    async fn a_take_given_up_while_it_waits_for_its_turn_takes_nothing() {
+        let store = postgres_store("turngone", 1).await;
+        turns::a_take_given_up_while_it_waits_for_its_turn_takes_nothing(&store.store).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+    async fn completions_served_together_each_answer_for_their_own_token() {
+        let store = postgres_store("turncomplete", 1).await;
+        turns::completions_served_together_each_answer_for_their_own_token(&store.store).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+    async fn a_row_held_by_another_transaction_holds_up_no_other_completion_of_its_turn() {
+        let store = postgres_store("turnheld", 4).await;
+        turns::a_row_held_by_another_transaction_holds_up_no_other_completion_of_its_turn(
+            &store.store,
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+    async fn a_lone_completion_of_a_held_row_holds_up_no_later_turn() {
+        let store = postgres_store("turnlone", 4).await;
+        turns::a_lone_completion_of_a_held_row_holds_up_no_later_turn(&store.store).await;
     }
 }

@@ -19,7 +19,7 @@ use crate::{
     Error, SqlStore,
     group_commit::WriteError,
     queries::{Query, statement, statements},
-    turns::{Answered, Completion, Runner, Take},
+    turns::{Answered, Completion, Take, TurnOn, on_kept_connection},
 };
 
 /// The MariaDB dialect (feature `mariadb`, MariaDB 10.6 or later):
@@ -301,7 +301,7 @@ impl Sealed for MariaDb {
                 .into_iter()
                 .map(|sql| table.schema(&sql).replace("{table}", table.as_str()).into());
             let statements = std::iter::once(query.sql.clone()).chain(many).collect();
-            in_turns(store.pool().clone(), statements, complete_many)
+            on_kept_connection(store.pool().clone(), statements, complete_many, is_deadlock)
         };
         let completions = &store.inbox_turns().completions;
         let held_elsewhere = match completions.call(completion, runner).await {
@@ -336,7 +336,7 @@ impl Sealed for MariaDb {
             let statements = std::iter::once(query.sql.clone())
                 .chain(query.then.iter().cloned())
                 .collect();
-            in_turns(store.pool().clone(), statements, take_many)
+            on_kept_connection(store.pool().clone(), statements, take_many, is_deadlock)
         };
         store.inbox_turns().takes.call(take, runner).await
     }
@@ -439,58 +439,6 @@ async fn inbox_text_on(
             Err(error) if is_deadlock(&error) && tries < INBOX_TRIES => continue,
             answer => return answer,
         }
-    }
-}
-
-/// A turn of calls, run in one transaction on a connection.
-type TurnOn<'c, A> = std::pin::Pin<Box<dyn Future<Output = Answered<A>> + Send + 'c>>;
-
-/// Runs a turn of calls `C` with the statements of their operation on a connection.
-type TurnOf<C, A> = for<'c> fn(&'c mut MySqlConnection, &'c [Arc<str>], &'c [C]) -> TurnOn<'c, A>;
-
-/// What runs turns of calls `C` (see [`Turns`](crate::turns::Turns)): `turn` with `statements`,
-/// again when InnoDB aborts it on a deadlock (it wrote nothing then), on a connection of
-/// `pool` that the turns keep while calls wait (no ping of the pool's before each turn), and
-/// give back once none does, or after a turn failed (the connection may be what failed).
-fn in_turns<C: Send + Sync + 'static, A: Send + 'static>(
-    pool: sqlx::Pool<MySql>,
-    statements: Arc<[Arc<str>]>,
-    turn: TurnOf<C, A>,
-) -> Runner<C, A> {
-    let kept: Arc<std::sync::Mutex<Option<PoolConnection<MySql>>>> = Arc::default();
-    let keep = kept.clone();
-    Runner {
-        turn: Box::new(move |calls: Vec<C>| {
-            let (pool, statements, kept) = (pool.clone(), statements.clone(), kept.clone());
-            Box::pin(async move {
-                let reused = kept
-                    .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner())
-                    .take();
-                let mut connection = match reused {
-                    Some(connection) => connection,
-                    None => pool.acquire().await?,
-                };
-                let mut tries = 0;
-                let answered = loop {
-                    tries += 1;
-                    match turn(&mut connection, &statements, &calls).await {
-                        Err(error) if is_deadlock(&error) && tries < INBOX_TRIES => continue,
-                        answered => break answered,
-                    }
-                };
-                if answered.is_ok() {
-                    *kept.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) =
-                        Some(connection);
-                }
-                answered
-            })
-        }),
-        idle: Box::new(move || {
-            keep.lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .take();
-        }),
     }
 }
 

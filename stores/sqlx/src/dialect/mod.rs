@@ -102,7 +102,10 @@ pub trait Dialect: Sealed + Send + Sync + Sized + 'static {
 /// outside the crate.
 mod sealed {
     use super::*;
-    use crate::queries::Query;
+    use crate::{
+        group_commit::{Answer, Write},
+        queries::Query,
+    };
 
     /// The dialect's internals: its SQL, how it reports a conflict, its migration and purge.
     pub trait Sealed: Sized {
@@ -218,13 +221,14 @@ mod sealed {
         {
             async move {
                 let many = store.grouped_queries().many.as_ref();
-                let many = many.map(|many| &many.inbox_complete);
+                let many = many.and_then(|many| many.inbox_complete.as_ref());
                 store.inbox_owned(query, binds, many).await
             }
         }
 
         /// Runs inbox mode's `take` with its `binds`: the taken row, if any. By default the
-        /// file's one statement, on the pool.
+        /// file's one statement, in a group commit where the dialect groups them (committed
+        /// asynchronously where the dialect lets it).
         fn inbox_taken<'a>(
             store: &'a SqlStore<Self>,
             query: &'a Query,
@@ -235,10 +239,9 @@ mod sealed {
         {
             async move {
                 debug_assert!(query.then.is_empty(), "one statement");
-                let binds = query.binds(binds);
-                <Self as Dialect>::Database::fetch_taken(store.pool(), &query.sql, &binds)
-                    .await
-                    .map_err(WriteError::Database)
+                let take = Write::take(&query.sql, &query.binds(binds))
+                    .alone_if(store.commits_asynchronously(true));
+                store.write(take).await.map(Answer::into_taken)
             }
         }
 
@@ -307,8 +310,10 @@ mod sealed {
         pub(crate) complete: &'static str,
         /// `inbox_receive_many.sql`, binding the receipt's binds in their order.
         pub(crate) receive: &'static str,
-        /// `inbox_complete_many.sql`, binding a worker's completion's binds in their order.
-        pub(crate) inbox_complete: &'static str,
+        /// `inbox_complete_many.sql`, binding a worker's completion's binds in their order,
+        /// where the group commit writes the workers' completions (not where the dialect
+        /// serves them in turns).
+        pub(crate) inbox_complete: Option<&'static str>,
     }
 
     /// One statement file, and which of its operation's binds (in the order of

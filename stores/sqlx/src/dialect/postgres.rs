@@ -7,6 +7,7 @@ use std::{
 
 use std::sync::atomic::Ordering;
 
+use sangho_webhook::store::StoreError;
 use tokio::sync::Notify;
 
 use sqlx::{
@@ -16,13 +17,15 @@ use sqlx::{
 };
 
 use super::{
-    Bind, Dialect, InboxTemplates, Sealed, has_store_columns, micros, refuse_unusable,
+    Bind, Dialect, InboxTemplates, Sealed, TakenRow, has_store_columns, micros, refuse_unusable,
     sealed::{ManyTemplates, Templates},
 };
 use crate::{
     Error, SqlStore, TableName,
-    queries::{statement, statements},
+    group_commit::WriteError,
+    queries::{Query, statement, statements},
     store::Notifier,
+    turns::{Completion, Take, TurnOn, on_kept_connection},
 };
 
 /// The PostgreSQL dialect (feature `postgres`): [`PostgresStore`](crate::PostgresStore).
@@ -51,6 +54,9 @@ const UPGRADE_SETTINGS: &str = include_str!("../../queries/postgres/upgrade_sett
 /// Whether an index is missing, invalid (a `CREATE INDEX CONCURRENTLY` that failed) or valid.
 const INDEX_STATE: &str = include_str!("../../queries/postgres/index_state.sql");
 
+/// Completes the events of a turn of completions (see [`complete_many`]).
+const COMPLETE_MANY: &str = include_str!("../../queries/postgres/inbox_complete_many.sql");
+
 /// Wakes the inbox workers of other processes.
 const NOTIFY: &str = include_str!("../../queries/postgres/inbox_notify.sql");
 
@@ -68,6 +74,97 @@ const MIGRATION_LOCK_TIMEOUT: Duration = Duration::from_secs(30);
 /// waits at most the script's `lock_timeout` of 500 ms): the claims queued behind the try run
 /// meanwhile.
 const BUSY_TABLE_PAUSE: Duration = Duration::from_secs(1);
+
+/// A row of a turn of takes: the taken event, and the place of its take's token in the turn
+/// (from 1).
+type TakenInTurn = (
+    String,
+    String,
+    Vec<u8>,
+    Option<String>,
+    Option<String>,
+    i64,
+    i64,
+    i64,
+    Option<String>,
+    i64,
+);
+
+/// A turn of takes, by `inbox_take_many.sql`, one statement: an event for each of the first
+/// takes, under its token, as many as were due.
+fn take_many<'c>(
+    connection: &'c mut sqlx::PgConnection,
+    statements: &'c [Arc<str>],
+    takes: &'c [Take],
+) -> TurnOn<'c, TakenRow> {
+    Box::pin(async move {
+        let tokens: Vec<&str> = takes.iter().map(|take| take.token.as_str()).collect();
+        let rows: Vec<TakenInTurn> = sqlx::query_as(AssertSqlSafe(statements[0].to_string()))
+            .bind(&tokens)
+            .bind(takes[0].lease)
+            .bind(i64::from(takes[0].fresh_first))
+            .fetch_all(&mut *connection)
+            .await?;
+        let places = rows.iter().map(|row| row.9).max().unwrap_or(0);
+        let mut answers: Vec<Option<TakenRow>> = vec![None; usize::try_from(places).unwrap_or(0)];
+        for (id, kind, body, headers, path, received, budget, attempt, key, place) in rows {
+            let taken = (
+                id, kind, body, headers, path, received, budget, attempt, key,
+            );
+            if let Some(answer) = usize::try_from(place - 1)
+                .ok()
+                .and_then(|at| answers.get_mut(at))
+            {
+                *answer = Some(taken);
+            }
+        }
+        Ok(answers)
+    })
+}
+
+/// A turn of completions, by `inbox_complete_many.sql`, one statement committed on its own:
+/// each completion answered as it is alone (completed by its token, now or before, or not
+/// held). The statement never waits for a row lock: if another transaction holds a row, the
+/// turn fails at once, and each completion runs alone, outside the turns (`inbox_completed`):
+/// only the held one waits, and no turn waits behind it.
+fn complete_many<'c>(
+    connection: &'c mut sqlx::PgConnection,
+    statements: &'c [Arc<str>],
+    completions: &'c [Completion],
+) -> TurnOn<'c, ()> {
+    Box::pin(async move {
+        let ids: Vec<&str> = completions.iter().map(|c| c.event_id.as_str()).collect();
+        let tokens: Vec<&str> = completions.iter().map(|c| c.token.as_str()).collect();
+        let completed: Vec<(String, String)> =
+            sqlx::query_as(AssertSqlSafe(statements[0].to_string()))
+                .bind(&ids)
+                .bind(&tokens)
+                .bind(completions[0].retention)
+                .fetch_all(&mut *connection)
+                .await?;
+        Ok(completions
+            .iter()
+            .map(|completion| {
+                let mine = (&completion.event_id, &completion.token);
+                completed
+                    .iter()
+                    .any(|(id, token)| (id, token) == mine)
+                    .then_some(())
+            })
+            .collect())
+    })
+}
+
+/// Whether a statement failed on a row lock another transaction holds (lock_not_available:
+/// `NOWAIT`, or the lock timeout).
+fn is_held(error: &sqlx::Error) -> bool {
+    matches!(error, sqlx::Error::Database(error) if error.code().as_deref() == Some("55P03"))
+}
+
+/// Whether PostgreSQL aborted the statement on a conflict (see [`Sealed::is_conflict`]).
+fn is_conflict(error: &sqlx::Error) -> bool {
+    matches!(error, sqlx::Error::Database(error) if Postgres::is_conflict(&**error))
+}
 
 /// The table's columns, in lower case.
 async fn columns<'c, E>(executor: E, table: &TableName) -> Result<Vec<String>, sqlx::Error>
@@ -97,7 +194,8 @@ impl Sealed for Postgres {
         state: None,
         complete: include_str!("../../queries/postgres/complete_many.sql"),
         receive: include_str!("../../queries/postgres/inbox_receive_many.sql"),
-        inbox_complete: include_str!("../../queries/postgres/inbox_complete_many.sql"),
+        // The workers' completions are served in turns (`inbox_completed`).
+        inbox_complete: None,
     });
     const SQL: Templates = Templates {
         claim: include_str!("../../queries/postgres/claim.sql"),
@@ -115,8 +213,9 @@ impl Sealed for Postgres {
                 include_str!("../../queries/postgres/inbox_receive.sql"),
                 &[0, 1, 2, 3, 4, 5],
             ),
+            // A turn of takes (`take_many`), with binds of its own.
             take: (
-                include_str!("../../queries/postgres/inbox_take.sql"),
+                include_str!("../../queries/postgres/inbox_take_many.sql"),
                 &[0, 1, 2],
             ),
             renew: (
@@ -176,6 +275,67 @@ impl Sealed for Postgres {
     fn is_conflict(error: &dyn DatabaseError) -> bool {
         // serialization_failure, deadlock_detected
         matches!(error.code().as_deref(), Some("40001" | "40P01"))
+    }
+
+    async fn inbox_completed<'a>(
+        store: &'a SqlStore<Self>,
+        query: &'a Query,
+        binds: &'a [Bind<'a>],
+    ) -> Result<bool, StoreError> {
+        let [
+            Bind::Text(event_id),
+            Bind::Text(token),
+            Bind::Int(retention),
+        ] = binds
+        else {
+            unreachable!("a completion binds its event id, its token and the retention")
+        };
+        let completion = Completion {
+            event_id: (*event_id).to_owned(),
+            token: (*token).to_owned(),
+            retention: *retention,
+        };
+        let runner = || {
+            let table = store.table();
+            let sql = table.schema(&statement(COMPLETE_MANY));
+            let statements = Arc::from([Arc::from(sql.replace("{table}", table.as_str()))]);
+            on_kept_connection(store.pool().clone(), statements, complete_many, is_conflict)
+        };
+        match store
+            .inbox_turns()
+            .completions
+            .call(completion, runner)
+            .await
+        {
+            Ok(completed) => Ok(completed.is_some()),
+            Err(WriteError::Group(failed)) if is_held(failed.database_error()) => {
+                store.inbox_owned(query, binds, None).await
+            }
+            Err(WriteError::Database(error)) if is_held(&error) => {
+                store.inbox_owned(query, binds, None).await
+            }
+            Err(error) => Err(store.write_error(error)),
+        }
+    }
+
+    async fn inbox_taken<'a>(
+        store: &'a SqlStore<Self>,
+        query: &'a Query,
+        binds: &'a [Bind<'a>],
+    ) -> Result<Option<TakenRow>, WriteError> {
+        let [Bind::Text(token), Bind::Int(lease), Bind::Int(fresh_first)] = binds else {
+            unreachable!("a take binds its token, its lease and its order")
+        };
+        let take = Take {
+            token: (*token).to_owned(),
+            lease: *lease,
+            fresh_first: *fresh_first == 1,
+        };
+        let runner = || {
+            let statements = Arc::from([query.sql.clone()]);
+            on_kept_connection(store.pool().clone(), statements, take_many, is_conflict)
+        };
+        store.inbox_turns().takes.call(take, runner).await
     }
 
     async fn migrate(store: &SqlStore<Self>) -> Result<(), Error> {

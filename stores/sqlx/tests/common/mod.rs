@@ -10,6 +10,7 @@ pub mod logs;
 pub mod private_mariadb;
 pub mod private_postgres;
 pub mod transactional;
+pub mod turns;
 
 use std::{collections::BTreeSet, ops::Deref, time::Duration};
 
