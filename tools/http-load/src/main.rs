@@ -503,6 +503,9 @@ struct RunResult {
     exactly_once: Option<Result<usize, String>>,
     /// The events sent for the first time.
     unique: usize,
+    /// Inbox mode with its workers running: the events they completed while the load ran
+    /// (the rest they completed after it), as a share of the events received.
+    processed_while_received: Option<f64>,
 }
 
 impl RunResult {
@@ -534,6 +537,8 @@ struct Summary {
     duplicates: u64,
     failures: HashMap<u16, u64>,
     exactly_once: Option<Result<usize, String>>,
+    /// The median of the rounds' [`RunResult::processed_while_received`].
+    processed_while_received: Option<f64>,
 }
 
 impl Summary {
@@ -580,6 +585,11 @@ impl Summary {
             duplicates: rounds.iter().map(|r| r.duplicates).sum(),
             failures,
             exactly_once,
+            processed_while_received: rounds
+                .iter()
+                .map(|round| round.processed_while_received)
+                .collect::<Option<Vec<f64>>>()
+                .map(|shares| median(&shares)),
         }
     }
 
@@ -686,6 +696,7 @@ async fn run(variant: Variant, load: Load) -> Result<RunResult, BoxError> {
         failures,
         exactly_once,
         unique: reports.iter().map(|r| r.unique_ids.len()).sum(),
+        processed_while_received: None,
     })
 }
 
@@ -856,19 +867,21 @@ async fn handle_in_worker() -> &'static str {
     "ok"
 }
 
-/// Inbox mode's receipt under `load`, with the workers stopped, or running (a no-op handler,
-/// four tasks: the steady state where received equals processed). Checks that each unique
-/// event was stored once (and, with the workers, completed) and every delivery answered 2xx.
+/// Inbox mode's receipt under `load`, with the workers stopped (`None`), or that many running
+/// (a no-op handler; whether they keep up with the receipts is reported). Checks that each
+/// unique event was stored once (and, with the workers, completed) and every delivery answered
+/// 2xx.
 async fn run_inbox(
     inbox: &Arc<dyn Inbox>,
-    workers: bool,
+    workers: Option<usize>,
     load: Load,
 ) -> Result<RunResult, BoxError> {
     let all = Filter::new();
     let receiver = InboxReceiver::builder(Secret::new(fixtures::SECRET)?, inbox.clone()).build()?;
     let handlers = Router::new().route(PATH, post(handle_in_worker));
-    let running = workers.then(|| {
+    let running = workers.map(|workers| {
         InboxWorker::builder(inbox.clone(), handlers)
+            .with_concurrency(workers)
             .build()
             .map(InboxWorker::start)
     });
@@ -881,6 +894,8 @@ async fn run_inbox(
     let completed_before = inbox.stats().await?.completed;
     let mut result = run(Variant::Inbox(receiver), load).await?;
     if let Some(running) = running {
+        let processed = inbox.stats().await?.completed - completed_before;
+        result.processed_while_received = Some(processed as f64 / result.unique.max(1) as f64);
         drained(inbox).await?;
         running.shutdown(Duration::from_secs(10)).await;
     }
@@ -889,7 +904,7 @@ async fn run_inbox(
     let unique = result.unique as u64;
     result.exactly_once = Some(if stored != unique {
         Err(format!("{stored} events stored, {unique} sent"))
-    } else if workers && completed != unique {
+    } else if workers.is_some() && completed != unique {
         Err(format!("{completed} events completed, {unique} sent"))
     } else {
         Ok(result.unique)
@@ -1169,6 +1184,13 @@ fn check(summary: &Summary, failed: &mut Vec<String>, what: &str) {
         }
         None => {}
     }
+    if let Some(share) = summary.processed_while_received {
+        // Below 1: the workers fell behind the receipts, and finished after the load.
+        eprintln!(
+            "     processed while the load ran: {:.0} % of the events received (median of the rounds)",
+            share * 100.0
+        );
+    }
     if !summary.failures.is_empty() {
         failed.push(format!("{what}: non-2xx answers {:?}", summary.failures));
     }
@@ -1267,6 +1289,14 @@ struct Args {
         default_value_t = 16
     )]
     drain_workers: usize,
+    /// The workers that run beside inbox mode's receipts ("workers running")
+    #[arg(
+        long,
+        value_name = "N",
+        env = "SANGHO_LOAD_RUNNING_WORKERS",
+        default_value_t = 4
+    )]
+    running_workers: usize,
     /// With --drain: 1 takes every due event in the order of receipt (`TakeOrder::Receipt`),
     /// 0 new events first (`TakeOrder::FreshFirst`, the default)
     #[arg(
@@ -1394,14 +1424,15 @@ async fn main_async(args: Args) -> Result<(), BoxError> {
                     let layer = layer_with(store.clone())?;
                     layered_off.push(run(Variant::Layer(layer), load).await?);
                     if inboxes {
-                        stopped_off.push(run_inbox(inbox, false, load).await?);
+                        stopped_off.push(run_inbox(inbox, None, load).await?);
                     }
                 }
                 if let Some(inbox) = &backend.inbox
                     && inboxes
                 {
-                    stopped.push(run_inbox(inbox, false, load).await?);
-                    working.push(run_inbox(inbox, true, load).await?);
+                    stopped.push(run_inbox(inbox, None, load).await?);
+                    let workers = Some(args.running_workers);
+                    working.push(run_inbox(inbox, workers, load).await?);
                 }
             }
         }
