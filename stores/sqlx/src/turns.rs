@@ -321,6 +321,22 @@ pub(crate) struct Take {
     pub(crate) fresh_first: bool,
 }
 
+impl Take {
+    /// A take of a worker, from the `binds` of its operation: its token, its lease and its
+    /// order (1: new events first).
+    pub(crate) fn of(binds: &[crate::dialect::Bind<'_>]) -> Self {
+        use crate::dialect::Bind;
+        let [Bind::Text(token), Bind::Int(lease), Bind::Int(fresh_first)] = binds else {
+            unreachable!("a take binds its token, its lease and its order")
+        };
+        Self {
+            token: (*token).to_owned(),
+            lease: *lease,
+            fresh_first: *fresh_first == 1,
+        }
+    }
+}
+
 impl Call for Take {
     fn shares_turn_with(&self, first: &Self) -> bool {
         (self.lease, self.fresh_first) == (first.lease, first.fresh_first)
@@ -333,6 +349,27 @@ pub(crate) struct Completion {
     pub(crate) event_id: String,
     pub(crate) token: String,
     pub(crate) retention: i64,
+}
+
+impl Completion {
+    /// A completion of a worker, from the `binds` of its operation: the event id, its token
+    /// and the retention.
+    pub(crate) fn of(binds: &[crate::dialect::Bind<'_>]) -> Self {
+        use crate::dialect::Bind;
+        let [
+            Bind::Text(event_id),
+            Bind::Text(token),
+            Bind::Int(retention),
+        ] = binds
+        else {
+            unreachable!("a completion binds its event id, its token and the retention")
+        };
+        Self {
+            event_id: (*event_id).to_owned(),
+            token: (*token).to_owned(),
+            retention: *retention,
+        }
+    }
 }
 
 impl Call for Completion {

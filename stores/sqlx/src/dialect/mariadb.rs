@@ -282,19 +282,7 @@ impl Sealed for MariaDb {
         query: &'a Query,
         binds: &'a [Bind<'a>],
     ) -> Result<bool, StoreError> {
-        let [
-            Bind::Text(event_id),
-            Bind::Text(token),
-            Bind::Int(retention),
-        ] = binds
-        else {
-            unreachable!("a completion binds its event id, its token and the retention")
-        };
-        let completion = Completion {
-            event_id: (*event_id).to_owned(),
-            token: (*token).to_owned(),
-            retention: *retention,
-        };
+        let completion = Completion::of(binds);
         let runner = || {
             let table = store.table();
             let many = statements(COMPLETE_MANY)
@@ -324,14 +312,7 @@ impl Sealed for MariaDb {
         query: &'a Query,
         binds: &'a [Bind<'a>],
     ) -> Result<Option<TakenRow>, WriteError> {
-        let [Bind::Text(token), Bind::Int(lease), Bind::Int(fresh_first)] = binds else {
-            unreachable!("a take binds its token, its lease and its order")
-        };
-        let take = Take {
-            token: (*token).to_owned(),
-            lease: *lease,
-            fresh_first: *fresh_first == 1,
-        };
+        let take = Take::of(binds);
         let runner = || {
             let statements = std::iter::once(query.sql.clone())
                 .chain(query.then.iter().cloned())

@@ -11,7 +11,7 @@ use sangho_webhook::store::StoreError;
 use tokio::sync::Notify;
 
 use sqlx::{
-    AssertSqlSafe, Connection, Executor, PgPool,
+    AssertSqlSafe, Connection, Executor, FromRow, PgPool, Row,
     error::DatabaseError,
     postgres::{PgConnectOptions, PgListener, PgPoolOptions},
 };
@@ -75,21 +75,6 @@ const MIGRATION_LOCK_TIMEOUT: Duration = Duration::from_secs(30);
 /// meanwhile.
 const BUSY_TABLE_PAUSE: Duration = Duration::from_secs(1);
 
-/// A row of a turn of takes: the taken event, and the place of its take's token in the turn
-/// (from 1).
-type TakenInTurn = (
-    String,
-    String,
-    Vec<u8>,
-    Option<String>,
-    Option<String>,
-    i64,
-    i64,
-    i64,
-    Option<String>,
-    i64,
-);
-
 /// A turn of takes, by `inbox_take_many.sql`, one statement: an event for each of the first
 /// takes, under its token, as many as were due.
 fn take_many<'c>(
@@ -99,23 +84,19 @@ fn take_many<'c>(
 ) -> TurnOn<'c, TakenRow> {
     Box::pin(async move {
         let tokens: Vec<&str> = takes.iter().map(|take| take.token.as_str()).collect();
-        let rows: Vec<TakenInTurn> = sqlx::query_as(AssertSqlSafe(statements[0].to_string()))
+        let rows = sqlx::query(AssertSqlSafe(statements[0].to_string()))
             .bind(&tokens)
             .bind(takes[0].lease)
             .bind(i64::from(takes[0].fresh_first))
             .fetch_all(&mut *connection)
             .await?;
-        let places = rows.iter().map(|row| row.9).max().unwrap_or(0);
-        let mut answers: Vec<Option<TakenRow>> = vec![None; usize::try_from(places).unwrap_or(0)];
-        for (id, kind, body, headers, path, received, budget, attempt, key, place) in rows {
-            let taken = (
-                id, kind, body, headers, path, received, budget, attempt, key,
-            );
-            if let Some(answer) = usize::try_from(place - 1)
-                .ok()
-                .and_then(|at| answers.get_mut(at))
-            {
-                *answer = Some(taken);
+        // The taken event's columns, then its token's place in the turn (from 1).
+        let mut answers: Vec<Option<TakenRow>> = vec![None; rows.len()];
+        for row in rows {
+            let place: i64 = row.try_get(9)?;
+            let at = usize::try_from(place - 1).ok();
+            if let Some(answer) = at.and_then(|at| answers.get_mut(at)) {
+                *answer = Some(TakenRow::from_row(&row)?);
             }
         }
         Ok(answers)
@@ -282,19 +263,7 @@ impl Sealed for Postgres {
         query: &'a Query,
         binds: &'a [Bind<'a>],
     ) -> Result<bool, StoreError> {
-        let [
-            Bind::Text(event_id),
-            Bind::Text(token),
-            Bind::Int(retention),
-        ] = binds
-        else {
-            unreachable!("a completion binds its event id, its token and the retention")
-        };
-        let completion = Completion {
-            event_id: (*event_id).to_owned(),
-            token: (*token).to_owned(),
-            retention: *retention,
-        };
+        let completion = Completion::of(binds);
         let runner = || {
             let table = store.table();
             let sql = table.schema(&statement(COMPLETE_MANY));
@@ -323,14 +292,7 @@ impl Sealed for Postgres {
         query: &'a Query,
         binds: &'a [Bind<'a>],
     ) -> Result<Option<TakenRow>, WriteError> {
-        let [Bind::Text(token), Bind::Int(lease), Bind::Int(fresh_first)] = binds else {
-            unreachable!("a take binds its token, its lease and its order")
-        };
-        let take = Take {
-            token: (*token).to_owned(),
-            lease: *lease,
-            fresh_first: *fresh_first == 1,
-        };
+        let take = Take::of(binds);
         let runner = || {
             let statements = Arc::from([query.sql.clone()]);
             on_kept_connection(store.pool().clone(), statements, take_many, is_conflict)
