@@ -278,6 +278,17 @@ pub enum WriteError {
     Group(GroupCommitFailed),
 }
 
+impl WriteError {
+    /// The database's error: the statement's, or the failed group's.
+    #[cfg_attr(not(any(feature = "mariadb", feature = "postgres")), allow(dead_code))]
+    pub(crate) fn database_error(&self) -> &sqlx::Error {
+        match self {
+            Self::Database(error) => error,
+            Self::Group(failed) => failed.database_error(),
+        }
+    }
+}
+
 impl Write {
     /// `sql` with `binds`, answering the first column of its first row.
     pub(crate) fn text(sql: &Arc<str>, binds: &[Bind<'_>]) -> Self {

@@ -292,19 +292,19 @@ impl Sealed for MariaDb {
             on_kept_connection(store.pool().clone(), statements, complete_many, is_deadlock)
         };
         let completions = &store.inbox_turns().completions;
-        let held_elsewhere = match completions.call(completion, runner).await {
-            Ok(completed) => return Ok(completed.is_some()),
-            Err(WriteError::Group(failed)) if waited_too_long_on(failed.database_error()) => true,
-            Err(WriteError::Database(error)) if waited_too_long_on(&error) => true,
-            Err(error) => return Err(store.write_error(error)),
-        };
-        // Another transaction held a row of the turn: each completion runs alone, and only
-        // the held one waits for it, under InnoDB's lock wait timeout, as it would alone.
-        debug_assert!(held_elsewhere);
-        Self::inbox_text(store, query, binds)
-            .await
-            .map(|completed| completed.is_some())
-            .map_err(|error| store.store_error(error))
+        match completions.call(completion, runner).await {
+            Ok(completed) => Ok(completed.is_some()),
+            // Another transaction held a row of the turn: each completion runs alone, and
+            // only the held one waits for it, under InnoDB's lock wait timeout, as it would
+            // alone.
+            Err(error) if waited_too_long_on(error.database_error()) => {
+                Self::inbox_text(store, query, binds)
+                    .await
+                    .map(|completed| completed.is_some())
+                    .map_err(|error| store.store_error(error))
+            }
+            Err(error) => Err(store.write_error(error)),
+        }
     }
 
     async fn inbox_taken<'a>(

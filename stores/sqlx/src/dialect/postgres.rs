@@ -277,10 +277,10 @@ impl Sealed for Postgres {
             .await
         {
             Ok(completed) => Ok(completed.is_some()),
-            Err(WriteError::Group(failed)) if is_held(failed.database_error()) => {
-                store.inbox_owned(query, binds, None).await
-            }
-            Err(WriteError::Database(error)) if is_held(&error) => {
+            // Another transaction held a row of the turn: each completion runs alone, and
+            // only the held one waits for it, under the store's lock timeout, as it would
+            // alone.
+            Err(error) if is_held(error.database_error()) => {
                 store.inbox_owned(query, binds, None).await
             }
             Err(error) => Err(store.write_error(error)),
