@@ -136,7 +136,7 @@ pub struct GroupCommitFailed {
 
 impl GroupCommitFailed {
     /// The failure of a group of `operations` writes, of `source`.
-    #[cfg_attr(not(feature = "mariadb"), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "mariadb", feature = "postgres")), allow(dead_code))]
     pub(crate) fn new(operations: usize, source: sqlx::Error) -> Self {
         Self {
             operations,
@@ -150,7 +150,7 @@ impl GroupCommitFailed {
     }
 
     /// The database's error.
-    #[cfg_attr(not(feature = "mariadb"), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "mariadb", feature = "postgres")), allow(dead_code))]
     pub(crate) fn database_error(&self) -> &sqlx::Error {
         &self.source
     }

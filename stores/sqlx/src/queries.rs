@@ -174,6 +174,17 @@ impl Queries {
     }
 }
 
+/// The statements of an SQL file for `table`: its name in place of `{table}`, its indexes'
+/// names as the migration script names them (a file run outside [`Queries`], by a dialect's
+/// own code).
+#[cfg_attr(not(any(feature = "mariadb", feature = "postgres")), allow(dead_code))]
+pub(crate) fn statements_for(table: &TableName, file: &str) -> Vec<Arc<str>> {
+    statements(file)
+        .into_iter()
+        .map(|sql| table.schema(&sql).replace("{table}", table.as_str()).into())
+        .collect()
+}
+
 /// The statements of an SQL file: its comment lines left out, split at the `;` that end a
 /// line, without that `;`.
 pub(crate) fn statements(file: &str) -> Vec<String> {

@@ -18,7 +18,7 @@ use super::{
 use crate::{
     Error, SqlStore,
     group_commit::WriteError,
-    queries::{Query, statement, statements},
+    queries::{Query, statement, statements, statements_for},
     turns::{Answered, Completion, Take, TurnOn, on_kept_connection},
 };
 
@@ -284,10 +284,7 @@ impl Sealed for MariaDb {
     ) -> Result<bool, StoreError> {
         let completion = Completion::of(binds);
         let runner = || {
-            let table = store.table();
-            let many = statements(COMPLETE_MANY)
-                .into_iter()
-                .map(|sql| table.schema(&sql).replace("{table}", table.as_str()).into());
+            let many = statements_for(store.table(), COMPLETE_MANY);
             let statements = std::iter::once(query.sql.clone()).chain(many).collect();
             on_kept_connection(store.pool().clone(), statements, complete_many, is_deadlock)
         };

@@ -23,7 +23,7 @@ use super::{
 use crate::{
     Error, SqlStore, TableName,
     group_commit::WriteError,
-    queries::{Query, statement, statements},
+    queries::{Query, statement, statements, statements_for},
     store::Notifier,
     turns::{Completion, Take, TurnOn, on_kept_connection},
 };
@@ -265,9 +265,7 @@ impl Sealed for Postgres {
     ) -> Result<bool, StoreError> {
         let completion = Completion::of(binds);
         let runner = || {
-            let table = store.table();
-            let sql = table.schema(&statement(COMPLETE_MANY));
-            let statements = Arc::from([Arc::from(sql.replace("{table}", table.as_str()))]);
+            let statements = statements_for(store.table(), COMPLETE_MANY).into();
             on_kept_connection(store.pool().clone(), statements, complete_many, is_conflict)
         };
         match store
