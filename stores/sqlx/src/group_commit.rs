@@ -3,10 +3,11 @@
 //! together, in one transaction that costs one disk flush, instead of one flush each.
 //!
 //! A writer task takes what is waiting (no timer: a lone write is written at once), up to
-//! [`GroupCommit`]'s bounds, runs the writes in one transaction (the claims, completions and
-//! receipts of distinct events each kind in one statement of many rows, see [`Plan`]; the
-//! others each in its own statement), commits, and only then answers each caller: every answer comes after the commit that made its write durable,
-//! and is the answer the statement gives on its own. If a statement fails, the transaction is
+//! [`GroupCommit`]'s bounds, runs the writes in one transaction (the claims, completions,
+//! inbox receipts, workers' takes and workers' completions of distinct events each kind in one
+//! statement of many rows, see [`Plan`]; the others each in its own statement), commits, and
+//! only then answers each caller: every answer comes after the commit that made its write
+//! durable, and is the answer the statement gives on its own. If a statement fails, the transaction is
 //! rolled back and each write of the batch runs again on its own, so that one write's failure
 //! is only its own. If the commit itself fails, every caller of the batch gets that error, as
 //! each would have got it from its own commit. A write whose caller has gone (its future
@@ -351,8 +352,9 @@ impl Write {
         }
     }
 
-    /// The event id of a write of many rows (its first bind).
-    fn event_id(&self) -> Option<&str> {
+    /// The id of a write of many rows (its first bind): its event's id; a take's, its
+    /// worker's token (unique: a take waits for no other write of its group).
+    fn row_id(&self) -> Option<&str> {
         match self.binds.first() {
             Some(Value::Text(event_id)) => Some(event_id),
             _ => None,
@@ -735,7 +737,7 @@ async fn in_one_transaction<D: Dialect>(
         let rows: Vec<many::Row<'_>> = indexes
             .iter()
             .map(|&index| many::Row {
-                event_id: group[index].write.event_id().unwrap_or_default(),
+                id: group[index].write.row_id().unwrap_or_default(),
                 binds: &group[index].write.binds,
             })
             .collect();
@@ -799,10 +801,8 @@ impl Plan {
         for (index, queued) in group.iter().enumerate() {
             let write = &queued.write;
             let first_of_lane = write.lane.is_none_or(|lane| lanes.insert(lane));
-            let first_of_event = write.many.is_none()
-                || write
-                    .event_id()
-                    .is_some_and(|event_id| events.insert(event_id));
+            let first_of_event =
+                write.many.is_none() || write.row_id().is_some_and(|id| events.insert(id));
             match (&write.many, first_of_lane && first_of_event) {
                 (Some(kind), true) => match many.iter_mut().find(|(of, _)| Arc::ptr_eq(of, kind)) {
                     Some((_, indexes)) => indexes.push(index),

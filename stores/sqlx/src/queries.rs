@@ -46,6 +46,7 @@ pub(crate) struct ManyQueries {
     pub(crate) complete: Arc<Many>,
     pub(crate) receive: Arc<Many>,
     pub(crate) inbox_complete: Option<Arc<Many>>,
+    pub(crate) inbox_take: Option<Arc<Many>>,
 }
 
 /// A statement and which of its operation's binds it binds, in order; and the statements of
@@ -158,6 +159,7 @@ impl Queries {
             inbox_complete: many
                 .inbox_complete
                 .map(|sql| Arc::new(Many::new(one(sql), None))),
+            inbox_take: many.inbox_take.map(|sql| Arc::new(Many::taking(one(sql)))),
         });
         Self {
             inbox,

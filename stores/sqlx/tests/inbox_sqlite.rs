@@ -768,3 +768,27 @@ async fn migrate_logs_no_error_over_a_pool_of_the_store_s_connect_options() {
     let errors = errors_of_migrate_over(|url| SqliteStore::connect_options(url).unwrap()).await;
     assert!(errors.is_empty(), "{errors:#?}");
 }
+
+/// The workers' takes and completions written together by the group commit
+/// (`common/turns.rs`): a group's takes are one statement of many takes.
+mod groups {
+    use crate::common::{sqlite_store, turns};
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn takes_served_together_never_take_two_events_of_one_key() {
+        let store = sqlite_store(1).await;
+        turns::takes_served_together_never_take_two_events_of_one_key(&store.store).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_take_given_up_while_it_waits_for_its_group_takes_nothing() {
+        let store = sqlite_store(1).await;
+        turns::a_take_given_up_while_it_waits_for_its_turn_takes_nothing(&store.store).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn completions_served_together_each_answer_for_their_own_token() {
+        let store = sqlite_store(1).await;
+        turns::completions_served_together_each_answer_for_their_own_token(&store.store).await;
+    }
+}

@@ -239,8 +239,10 @@ mod sealed {
         {
             async move {
                 debug_assert!(query.then.is_empty(), "one statement");
+                let many = store.grouped_queries().many.as_ref();
                 let take = Write::take(&query.sql, &query.binds(binds))
-                    .alone_if(store.commits_asynchronously(true));
+                    .alone_if(store.commits_asynchronously(true))
+                    .in_many(many.and_then(|many| many.inbox_take.as_ref()));
                 store.write(take).await.map(Answer::into_taken)
             }
         }
@@ -314,6 +316,10 @@ mod sealed {
         /// where the group commit writes the workers' completions (not where the dialect
         /// serves them in turns).
         pub(crate) inbox_complete: Option<&'static str>,
+        /// `inbox_take_many.sql`, binding a worker's take's binds in their order, where the
+        /// group commit writes the workers' takes (not where the dialect serves them in
+        /// turns).
+        pub(crate) inbox_take: Option<&'static str>,
     }
 
     /// One statement file, and which of its operation's binds (in the order of
@@ -407,6 +413,14 @@ mod sealed {
             binds: &'a [Bind<'a>],
         ) -> impl Future<Output = Result<Option<TakenRow>, sqlx::Error>> + Send + 'a;
 
+        /// Runs inbox mode's `take_many` on `connection` (inside whatever transaction it has
+        /// open): each taken row, with the token it was taken under.
+        fn fetch_taken_many_in<'a>(
+            connection: &'a mut Self::Connection,
+            sql: &'a Arc<str>,
+            binds: &'a [Bind<'a>],
+        ) -> impl Future<Output = Result<Vec<TakenByToken>, sqlx::Error>> + Send + 'a;
+
         /// Runs inbox mode's `take`: the taken row, if any.
         fn fetch_taken<'a>(
             pool: &'a Pool<Self>,
@@ -472,6 +486,21 @@ mod sealed {
         i64,
         i64,
         Option<String>,
+    );
+
+    /// A taken event of a statement of many takes: [`TakenRow`]'s columns, then the claim
+    /// token it was taken under.
+    pub(crate) type TakenByToken = (
+        String,
+        String,
+        Vec<u8>,
+        Option<String>,
+        Option<String>,
+        i64,
+        i64,
+        i64,
+        Option<String>,
+        String,
     );
 
     /// A listed event: id, type, state, received (Unix ms), attempts, last error, ordering
@@ -566,6 +595,7 @@ where
     for<'r> (i64,): FromRow<'r, DB::Row>,
     for<'r> (String, Option<String>): FromRow<'r, DB::Row>,
     for<'r> TakenRow: FromRow<'r, DB::Row>,
+    for<'r> sealed::TakenByToken: FromRow<'r, DB::Row>,
     for<'r> SummaryRow: FromRow<'r, DB::Row>,
     for<'r> RecordRow: FromRow<'r, DB::Row>,
     for<'r> sealed::StatsRow: FromRow<'r, DB::Row>,
@@ -619,6 +649,15 @@ where
     ) -> impl Future<Output = Result<Option<TakenRow>, sqlx::Error>> + Send + 'a {
         let query = row_query::<DB, TakenRow>(sql, binds);
         async move { query.fetch_optional(connection).await }
+    }
+
+    fn fetch_taken_many_in<'a>(
+        connection: &'a mut Self::Connection,
+        sql: &'a Arc<str>,
+        binds: &'a [Bind<'a>],
+    ) -> impl Future<Output = Result<Vec<sealed::TakenByToken>, sqlx::Error>> + Send + 'a {
+        let query = row_query::<DB, sealed::TakenByToken>(sql, binds);
+        async move { query.fetch_all(connection).await }
     }
 
     fn fetch_taken<'a>(

@@ -177,6 +177,7 @@ impl Sealed for Postgres {
         receive: include_str!("../../queries/postgres/inbox_receive_many.sql"),
         // The workers' completions are served in turns (`inbox_completed`).
         inbox_complete: None,
+        inbox_take: None,
     });
     const SQL: Templates = Templates {
         claim: include_str!("../../queries/postgres/claim.sql"),

@@ -59,6 +59,7 @@ impl Sealed for Sqlite {
         complete: include_str!("../../queries/sqlite/complete_many.sql"),
         receive: include_str!("../../queries/sqlite/inbox_receive_many.sql"),
         inbox_complete: Some(include_str!("../../queries/sqlite/inbox_complete_many.sql")),
+        inbox_take: Some(include_str!("../../queries/sqlite/inbox_take_many.sql")),
     });
     const SQL: Templates = Templates {
         claim: include_str!("../../queries/sqlite/claim.sql"),

@@ -1,6 +1,6 @@
-//! Many writes of one kind in one statement: a group's claims, completions or inbox receipts
-//! of distinct events, each row as the write's own statement would write it, in one round
-//! trip instead of one each (`*_many.sql`).
+//! Many writes of one kind in one statement: a group's claims, completions, inbox receipts or
+//! takes of distinct events, each row as the write's own statement would write it, in one
+//! round trip instead of one each (`*_many.sql`).
 
 use std::{
     collections::HashMap,
@@ -8,7 +8,7 @@ use std::{
 };
 
 use super::{Answer, Value};
-use crate::dialect::{Bind, Dialect, Driver};
+use crate::dialect::{Bind, Dialect, Driver, TakenRow};
 
 /// A statement of many rows (`claim_many.sql`, …), and the statement that reads what it did
 /// not write (`state_many.sql`), rendered for the store's table.
@@ -18,6 +18,8 @@ pub(crate) struct Many {
     sql: Arc<str>,
     /// Run with the ids of the rows `sql` did not answer (`{ids}` stands for them), if any.
     otherwise: Option<Arc<str>>,
+    /// Whether `sql` answers taken events (by the token each was taken under), not texts.
+    taking: bool,
     /// The statements with their placeholders, by row count (a power of two: few statements
     /// to prepare, each prepared once per connection).
     rendered: Mutex<HashMap<(usize, usize), Rendered>>,
@@ -30,9 +32,10 @@ struct Rendered {
     otherwise: Option<Arc<str>>,
 }
 
-/// One write of a statement of many rows: its event id and its binds (the row's values).
+/// One write of a statement of many rows: its id, by which its answer is found (its event's
+/// id; a take's, its worker's token), and its binds (the row's values, the id first).
 pub(super) struct Row<'a> {
-    pub(super) event_id: &'a str,
+    pub(super) id: &'a str,
     pub(super) binds: &'a [Value],
 }
 
@@ -41,7 +44,17 @@ impl Many {
         Self {
             sql,
             otherwise,
+            taking: false,
             rendered: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// A statement of many takes (`inbox_take_many.sql`): each row answers the event taken
+    /// under its token, if any.
+    pub(crate) fn taking(sql: Arc<str>) -> Self {
+        Self {
+            taking: true,
+            ..Self::new(sql, None)
         }
     }
 
@@ -80,7 +93,7 @@ impl Many {
             .clone()
     }
 
-    /// Writes `rows` (of distinct events) in one statement on `connection`, inside its open
+    /// Writes `rows` (of distinct ids) in one statement on `connection`, inside its open
     /// transaction, then reads the state of those it did not write where the dialect needs
     /// that: each row's answer, in order, as its own statement would answer it.
     pub(super) async fn write<D: Dialect>(
@@ -106,6 +119,26 @@ impl Many {
             .flat_map(|row| row.binds.iter().map(Value::bind))
             .chain(padding)
             .collect();
+        if self.taking {
+            let taken =
+                <D::Database as Driver>::fetch_taken_many_in(connection, &rendered.sql, &binds);
+            let mut taken: HashMap<String, TakenRow> = taken
+                .await?
+                .into_iter()
+                .map(
+                    |(id, kind, body, headers, path, received, start, attempt, key, token)| {
+                        (
+                            token,
+                            (id, kind, body, headers, path, received, start, attempt, key),
+                        )
+                    },
+                )
+                .collect();
+            return Ok(rows
+                .iter()
+                .map(|row| Answer::Taken(taken.remove(row.id)))
+                .collect());
+        }
         let mut answered: HashMap<String, Option<String>> =
             <D::Database as Driver>::fetch_pairs_in(connection, &rendered.sql, &binds)
                 .await?
@@ -113,8 +146,8 @@ impl Many {
                 .collect();
         let unanswered: Vec<Bind<'_>> = rows
             .iter()
-            .filter(|row| !answered.contains_key(row.event_id))
-            .map(|row| Bind::Text(row.event_id))
+            .filter(|row| !answered.contains_key(row.id))
+            .map(|row| Bind::Text(row.id))
             .collect();
         if let (Some(otherwise), false) = (&rendered.otherwise, unanswered.is_empty()) {
             let padding = count - unanswered.len();
@@ -127,7 +160,7 @@ impl Many {
         }
         Ok(rows
             .iter()
-            .map(|row| Answer::Text(answered.remove(row.event_id).flatten()))
+            .map(|row| Answer::Text(answered.remove(row.id).flatten()))
             .collect())
     }
 }
@@ -160,7 +193,7 @@ mod tests {
             let rows: Vec<Row<'_>> = values[..rows]
                 .iter()
                 .map(|binds| Row {
-                    event_id: match &binds[0] {
+                    id: match &binds[0] {
                         Value::Text(id) => id,
                         _ => unreachable!(),
                     },

@@ -1,6 +1,7 @@
-//! The inbox workers' takes and completions served in turns (PostgreSQL, MariaDB): test bodies
-//! each of those dialects' files calls from a `#[tokio::test]` of its own (with its
-//! `#[ignore]`). Each takes a store whose pool has the connections its comment asks for.
+//! The inbox workers' takes and completions served together: in turns (PostgreSQL, MariaDB),
+//! or in one group commit (SQLite). Test bodies each dialect's file calls from a
+//! `#[tokio::test]` of its own (with its `#[ignore]` where it needs a server). Each takes a
+//! store whose pool has the connections its comment asks for.
 
 use std::time::Duration;
 
@@ -66,6 +67,7 @@ pub async fn takes_served_together_never_take_two_events_of_one_key<S: TurnStore
     tokio::time::sleep(Duration::from_millis(300)).await;
     drop(held);
     let mut taken_ids = Vec::new();
+    let mut taken_events = Vec::new();
     for (token, taken) in takes.join_all().await {
         if let Some(taken) = taken {
             assert_eq!(
@@ -73,7 +75,8 @@ pub async fn takes_served_together_never_take_two_events_of_one_key<S: TurnStore
                 "each event under its own worker's token"
             );
             assert_eq!(taken.attempt, 1);
-            taken_ids.push(taken.event_id);
+            taken_ids.push(taken.event_id.clone());
+            taken_events.push(taken);
         }
     }
     taken_ids.sort();
@@ -85,6 +88,16 @@ pub async fn takes_served_together_never_take_two_events_of_one_key<S: TurnStore
         "one event of each key, every event without one"
     );
     assert!(take(store).await.is_none(), "the key's later events wait");
+    // Each event is held by the token its worker was answered with: its completion records it.
+    for event in taken_events {
+        let completed = Inbox::complete(store, &event.claimant(), LONG).await;
+        assert_eq!(
+            completed.expect("complete"),
+            Completion::Recorded,
+            "{} completed by its worker's token",
+            event.event_id
+        );
+    }
 }
 
 /// A take whose caller gives up while it waits for its turn (here: the turn before it waits
