@@ -71,7 +71,9 @@ impl InboxDelivery {
 /// events of one ordering key one at a time) under a lease with a fresh token, renewing it
 /// every third of the lease while the handler runs, and settling it by the handler's answer: a 2xx completes the event;
 /// anything else, an error or a panic is a failed attempt, due again by the
-/// [`RetryPolicy`] or dead.
+/// [`RetryPolicy`] or dead. A task takes its next event while the last one's settlement is
+/// written (a store that groups concurrent writes, as the SQL stores do, then writes the two
+/// together); the shutdown waits for the settlements too.
 ///
 /// The handler is the direct mode's: a service of `Request<WebhookBody>` (an axum `Router`
 /// works), called with method `POST`, the path the event was received on, the stored headers
@@ -119,6 +121,8 @@ struct Shared<S> {
     /// Wakes the idle tasks when an event this worker failed is due again, so that a retry
     /// does not wait for the poll interval.
     retry_due: tokio::sync::Notify,
+    /// The worker's tasks, and the settlements they write in the background.
+    tasks: TaskTracker,
 }
 
 impl InboxWorker<()> {
@@ -289,6 +293,7 @@ impl<S> InboxWorkerBuilder<S> {
                 stop_taking: CancellationToken::new(),
                 abandon: CancellationToken::new(),
                 retry_due: tokio::sync::Notify::new(),
+                tasks: TaskTracker::new(),
             }),
         })
     }
@@ -309,9 +314,10 @@ impl WorkerHandle {
         self.metrics.clone()
     }
 
-    /// Stops taking events, waits up to `deadline` for the handlers still running, then
-    /// abandons the others: each is due again at once, and its attempt does not count.
-    /// Answers whether every handler finished within the deadline.
+    /// Stops taking events, waits up to `deadline` for the handlers still running (and the
+    /// settlements being written), then abandons the others: each is due again at once, and
+    /// its attempt does not count. Answers whether every handler finished within the
+    /// deadline.
     pub async fn shutdown(self, deadline: Duration) -> bool {
         self.stop_taking.cancel();
         self.tasks.close();
@@ -343,7 +349,7 @@ where
     ///
     /// Outside a tokio runtime.
     pub fn start(self) -> WorkerHandle {
-        let tasks = TaskTracker::new();
+        let tasks = self.shared.tasks.clone();
         for slot in 0..self.shared.concurrency {
             let shared = self.shared.clone();
             let span = tracing::info_span!("sangho_inbox_worker", slot);
@@ -356,6 +362,16 @@ where
             metrics: self.shared.metrics.clone(),
         }
     }
+}
+
+/// What an attempt came to, to write in the inbox.
+enum Settlement {
+    /// The handler answered 2xx.
+    Completed,
+    /// A failed attempt: the excerpt to record, and when the event is due again.
+    Failed(String, NextAttempt),
+    /// The shutdown's deadline passed before the handler answered.
+    Abandoned,
 }
 
 /// How a handler's run ended.
@@ -387,7 +403,21 @@ where
                 Ok(Ok(Some(taken))) => {
                     store_backoff = Duration::ZERO;
                     self.metrics.took();
-                    self.process(taken).await;
+                    let span = tracing::info_span!(
+                        "sangho_inbox_event",
+                        event_id = %taken.event_id,
+                        event_type = %taken.event_type,
+                        attempt = taken.attempt
+                    );
+                    let settlement = self.attempt(&taken).instrument(span.clone()).await;
+                    let settle = self.clone().settle(taken, settlement).instrument(span);
+                    if self.stop_taking.is_cancelled() {
+                        settle.await;
+                    } else {
+                        // The task takes its next event while this one's settlement is
+                        // written: a store that groups its writes commits the two together.
+                        self.tasks.spawn(settle);
+                    }
                 }
                 Ok(Ok(None)) => {
                     store_backoff = Duration::ZERO;
@@ -421,46 +451,42 @@ where
         }
     }
 
-    /// One attempt at one event.
-    async fn process(self: &Arc<Self>, taken: TakenEvent) {
-        let span = tracing::info_span!(
-            "sangho_inbox_event",
-            event_id = %taken.event_id,
-            event_type = %taken.event_type,
-            attempt = taken.attempt
-        );
-        async {
-            let now = SystemTime::now();
-            if taken.attempt > 1
-                && self
-                    .retry
-                    .is_exhausted(taken.attempt - 1, taken.budget_start, now)
-            {
-                // The last attempt lost its lease, and was the last one allowed.
-                self.settle_failure(&taken, "the lease ran out", NextAttempt::Dead)
-                    .await;
-                return;
-            }
-            let Ok(event) = SanghoEvent::parse(taken.body.clone()) else {
-                let error = "the stored body is not an event";
-                self.settle_failure(&taken, error, NextAttempt::Dead).await;
-                return;
-            };
-            let claim = DeliveryClaim::new(taken.token);
-            let request = self.request(&taken, event.with_claim(claim.clone()));
-            match self.run_handler(&taken, &claim, request).await {
-                Ran::Succeeded => self.complete(&taken).await,
-                Ran::Failed(error) => {
-                    let next =
-                        self.retry
-                            .next(taken.attempt, taken.budget_start, SystemTime::now());
-                    self.settle_failure(&taken, &error, next).await;
-                }
-                Ran::Abandoned => self.abandon(&taken).await,
-            }
+    /// One attempt at one event: runs the handler, and answers how to settle the event.
+    async fn attempt(&self, taken: &TakenEvent) -> Settlement {
+        let now = SystemTime::now();
+        if taken.attempt > 1
+            && self
+                .retry
+                .is_exhausted(taken.attempt - 1, taken.budget_start, now)
+        {
+            // The last attempt lost its lease, and was the last one allowed.
+            return Settlement::Failed("the lease ran out".to_owned(), NextAttempt::Dead);
         }
-        .instrument(span)
-        .await;
+        let Ok(event) = SanghoEvent::parse(taken.body.clone()) else {
+            let error = "the stored body is not an event".to_owned();
+            return Settlement::Failed(error, NextAttempt::Dead);
+        };
+        let claim = DeliveryClaim::new(taken.token);
+        let request = self.request(taken, event.with_claim(claim.clone()));
+        match self.run_handler(taken, &claim, request).await {
+            Ran::Succeeded => Settlement::Completed,
+            Ran::Failed(error) => {
+                let next = self
+                    .retry
+                    .next(taken.attempt, taken.budget_start, SystemTime::now());
+                Settlement::Failed(error, next)
+            }
+            Ran::Abandoned => Settlement::Abandoned,
+        }
+    }
+
+    /// Writes what the attempt at `taken` came to.
+    async fn settle(self: Arc<Self>, taken: TakenEvent, settlement: Settlement) {
+        match settlement {
+            Settlement::Completed => self.complete(&taken).await,
+            Settlement::Failed(error, next) => self.settle_failure(&taken, &error, next).await,
+            Settlement::Abandoned => self.abandon(&taken).await,
+        }
     }
 
     /// The direct mode's request, rebuilt from the stored row.

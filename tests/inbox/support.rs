@@ -175,6 +175,9 @@ pub struct FaultyInbox {
     pub receipts: Arc<AtomicUsize>,
     /// Reports its receipts as not durable (a store with asynchronous commits).
     pub asynchronous: bool,
+    /// Holds each completion until a take begins after it (for at most 5 s), as a store that
+    /// writes concurrent operations together waits to gather them.
+    pub completions_wait_for_a_take: bool,
 }
 
 impl FaultyInbox {
@@ -214,6 +217,13 @@ impl Inbox for FaultyInbox {
         retention: Duration,
     ) -> Result<Completion, StoreError> {
         self.check()?;
+        if self.completions_wait_for_a_take {
+            let takes = self.takes.load(Ordering::SeqCst);
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while self.takes.load(Ordering::SeqCst) == takes && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
         self.inner.complete(claimant, retention).await
     }
     async fn fail(

@@ -348,6 +348,37 @@ async fn a_store_outage_makes_the_worker_back_off_and_resume_by_itself() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_takes_its_next_event_while_the_last_ones_completion_is_written() {
+    // Each completion is held until a take begins after it: a task that took its next event
+    // only once its completion was written would wait 5 s per event.
+    let inbox = FaultyInbox {
+        completions_wait_for_a_take: true,
+        ..FaultyInbox::default()
+    };
+    let ids: Vec<String> = (0..3).map(|_| unique_event_id("overlap")).collect();
+    for id in &ids {
+        receive(&inbox.inner, id).await;
+    }
+    let handler = Scripted::ok();
+    let started = Instant::now();
+    let worker = InboxWorker::builder(inbox.clone(), handler.clone())
+        .with_concurrency(1)
+        .build()
+        .unwrap()
+        .start();
+    for id in &ids {
+        wait_for_state(&inbox.inner, id, EventState::Completed).await;
+    }
+    let elapsed = started.elapsed();
+    assert!(
+        elapsed < Duration::from_secs(3),
+        "three events in {elapsed:?}: each completion waited for the next take"
+    );
+    assert_eq!(handler.calls().len(), 3);
+    assert!(worker.shutdown(LIMIT).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_request_that_reaches_the_webhook_layer_is_refused() {
     let inbox = MemoryInbox::new();
     let handler = Scripted::ok();
