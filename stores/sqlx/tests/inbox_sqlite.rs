@@ -35,6 +35,7 @@ const BEFORE_ORDERING_KEYS: &str = include_str!("sql/sqlite_before_ordering_keys
 
 /// Inbox mode's statements whose query plans the tests check.
 const TAKE: &str = include_str!("../queries/sqlite/inbox_take.sql");
+const TAKE_MANY: &str = include_str!("../queries/sqlite/inbox_take_many.sql");
 const GAUGES: &str = include_str!("../queries/sqlite/inbox_gauges.sql");
 
 /// Now as the statements write it: Unix time in milliseconds.
@@ -333,11 +334,35 @@ async fn beside_a_million_completed_events_a_scrape_of_the_gauges_takes_under_10
     bodies::a_scrape_of_the_gauges_takes_under_10_ms(&store, rows, 3).await;
 }
 
+/// The statement of many takes, for four workers.
+fn take_many_for_four() -> String {
+    TAKE_MANY.replace("{rows}", "(?, ?, ?), (?, ?, ?), (?, ?, ?), (?, ?, ?)")
+}
+
+/// The steps of a plan that read the table itself (not a `WITH` table or a subquery's rows).
+fn table_reads(plan: &[String]) -> Vec<&String> {
+    plan.iter()
+        .filter(|step| step.starts_with("SCAN") || step.starts_with("SEARCH"))
+        .filter(|step| {
+            let read = step.split_whitespace().nth(1).unwrap_or_default();
+            !["takes", "waiting", "fresh", "due", "next", "clock"].contains(&read)
+                && !read.starts_with("(subquery-")
+                && !step.contains("CONSTANT ROW")
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn the_take_searches_its_indexes_never_the_whole_table() {
     let test = beside_100_000_completed_events().await;
     let store = test.store.clone();
-    for plan in query_plans(&store, TAKE).await {
+    let many = take_many_for_four();
+    for plan in [
+        query_plans(&store, TAKE).await,
+        query_plans(&store, &many).await,
+    ]
+    .concat()
+    {
         for index in [
             "idx_webhook_fresh",
             "idx_webhook_unfinished",
@@ -348,11 +373,40 @@ async fn the_take_searches_its_indexes_never_the_whole_table() {
                 "{index} in {plan:#?}"
             );
         }
-        let reads = plan
-            .iter()
-            .filter(|step| step.starts_with("SCAN") || step.starts_with("SEARCH"));
-        for read in reads {
+        for read in table_reads(&plan) {
             assert!(read.contains(" USING "), "{read} in {plan:#?}");
+        }
+    }
+}
+
+/// The statement of many takes reads the due events in the order of its indexes, stopping
+/// after as many as workers wait: neither search sorts what it found (a sort would read every
+/// due event of a backlog first).
+#[tokio::test]
+async fn the_takes_of_a_group_read_the_due_events_in_index_order() {
+    let test = beside_100_000_completed_events().await;
+    let store = test.store.clone();
+    let explain = format!(
+        "EXPLAIN QUERY PLAN {}",
+        take_many_for_four().replace("{table}", store.table().as_str())
+    );
+    for analyzed in [false, true] {
+        if analyzed {
+            run(&store, "ANALYZE").await;
+        }
+        let plan: Vec<(i64, i64, i64, String)> = sqlx::query_as(AssertSqlSafe(explain.clone()))
+            .fetch_all(store.pool())
+            .await
+            .expect("the query plan");
+        for search in ["MATERIALIZE fresh", "MATERIALIZE due"] {
+            let (id, ..) = plan
+                .iter()
+                .find(|(.., detail)| detail == search)
+                .unwrap_or_else(|| panic!("{search} in {plan:#?}"));
+            let sorts = plan.iter().filter(|(_, parent, _, detail)| {
+                parent == id && detail.starts_with("USE TEMP B-TREE")
+            });
+            assert_eq!(sorts.count(), 0, "{search} sorts in {plan:#?}");
         }
     }
 }
@@ -365,7 +419,13 @@ async fn the_take_searches_its_indexes_never_the_whole_table() {
 async fn the_take_tests_an_ordering_key_by_two_bounded_searches() {
     let test = beside_100_000_completed_events().await;
     let store = test.store.clone();
-    for plan in query_plans(&store, TAKE).await {
+    let many = take_many_for_four();
+    for plan in [
+        query_plans(&store, TAKE).await,
+        query_plans(&store, &many).await,
+    ]
+    .concat()
+    {
         for expected in [
             "SEARCH k USING INDEX idx_webhook_ordering (ordering_key=? AND sequence<?)",
             "SEARCH k USING COVERING INDEX idx_webhook_key_leases (ordering_key=? AND due_at>?)",
