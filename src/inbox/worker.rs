@@ -69,11 +69,11 @@ impl InboxDelivery {
 /// Runs the handler on the events of an [`Inbox`]: several tasks, each taking the next due
 /// event (new events first, then retries, each in the order of receipt: [`TakeOrder`]; the
 /// events of one ordering key one at a time) under a lease with a fresh token, renewing it
-/// every third of the lease while the handler runs, and settling it by the handler's answer: a 2xx completes the event;
-/// anything else, an error or a panic is a failed attempt, due again by the
-/// [`RetryPolicy`] or dead. A task takes its next event while the last one's settlement is
-/// written (a store that groups concurrent writes, as the SQL stores do, then writes the two
-/// together); the shutdown waits for the settlements too.
+/// every third of the lease while the handler runs, and settling it by the handler's answer:
+/// a 2xx completes the event; anything else, an error or a panic is a failed attempt, due
+/// again by the [`RetryPolicy`] or dead. A task takes its next event while the last one's
+/// settlement is written (a store that groups concurrent writes, as the SQL stores do, then
+/// writes the two together); the shutdown waits for the settlements too.
 ///
 /// The handler is the direct mode's: a service of `Request<WebhookBody>` (an axum `Router`
 /// works), called with method `POST`, the path the event was received on, the stored headers

@@ -7,11 +7,11 @@
 //! inbox receipts, workers' takes and workers' completions of distinct events each kind in one
 //! statement of many rows, see [`Plan`]; the others each in its own statement), commits, and
 //! only then answers each caller: every answer comes after the commit that made its write
-//! durable, and is the answer the statement gives on its own. If a statement fails, the transaction is
-//! rolled back and each write of the batch runs again on its own, so that one write's failure
-//! is only its own. If the commit itself fails, every caller of the batch gets that error, as
-//! each would have got it from its own commit. A write whose caller has gone (its future
-//! dropped, e.g. a timeout) before the batch runs is never written.
+//! durable, and is the answer the statement gives on its own. If a statement fails, the
+//! transaction is rolled back and each write of the batch runs again on its own, so that one
+//! write's failure is only its own. If the commit itself fails, every caller of the batch gets
+//! that error, as each would have got it from its own commit. A write whose caller has gone
+//! (its future dropped, e.g. a timeout) before the batch runs is never written.
 
 mod many;
 
