@@ -333,8 +333,11 @@ mod gauges_and_takes_read_their_indexes {
     //! their plans hold no sequential scan of the table, and a scrape of the gauges takes
     //! under 10 ms.
 
+    use std::time::Duration;
+
     use sangho_webhook::{
-        inbox::{Inbox, ReceivedEvent},
+        inbox::{Inbox, ReceivedEvent, TakeOrder},
+        store::{ClaimToken, Completion},
         testing::{conformance::unique_event_id, fixtures},
     };
     use sangho_webhook_sqlx::sqlx::{self, AssertSqlSafe};
@@ -422,6 +425,92 @@ mod gauges_and_takes_read_their_indexes {
 
         crate::common::bodies::a_scrape_of_the_gauges_takes_under_10_ms(&store.store, rows, 3)
             .await;
+    }
+
+    /// The scans of `table` (`pg_stat_user_tables.seq_scan`), once each of the pool's
+    /// `connections` has flushed its statistics.
+    async fn sequential_scans(pool: &sqlx::PgPool, connections: u32, table: &str) -> i64 {
+        let mut all = Vec::new();
+        for _ in 0..connections {
+            let mut connection = pool.acquire().await.unwrap();
+            sqlx::query("SELECT pg_stat_force_next_flush()")
+                .execute(&mut *connection)
+                .await
+                .unwrap();
+            all.push(connection);
+        }
+        sqlx::query_scalar("SELECT seq_scan FROM pg_stat_user_tables WHERE relname = $1")
+            .bind(table)
+            .fetch_one(&mut *all[0])
+            .await
+            .unwrap()
+    }
+
+    /// Receives an event, takes it and completes it: a turn of takes and a turn of
+    /// completions, each of one.
+    async fn receive_take_complete(store: &impl Inbox) {
+        let body = bytes::Bytes::from_static(b"{}");
+        let id = unique_event_id("grow");
+        let event = ReceivedEvent::new(&id, fixtures::EVENT_TYPE, &body, &[], "/");
+        store.receive(&event).await.unwrap();
+        let token = ClaimToken::generate();
+        let taken = store
+            .take(&token, Duration::from_secs(60), TakeOrder::FreshFirst)
+            .await
+            .unwrap()
+            .expect("the event just received is due");
+        let completed = store
+            .complete(&taken.claimant(), Duration::from_secs(3600))
+            .await;
+        assert_eq!(completed.unwrap(), Completion::Recorded);
+    }
+
+    /// A table that grew after the workers' turns settled on a plan, while it was nearly
+    /// empty (a new table, before autovacuum analyzes it): within 100 turns the takes and
+    /// completions read it by its indexes again, and no turn scans it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+    async fn the_turns_read_a_table_that_grew_by_its_indexes() {
+        // One connection for each turn's queue, one for the receipts.
+        let connections = 3;
+        let store = postgres_store("grown", connections).await;
+        let table = store.store.table().as_str().to_owned();
+        let pool = store.store.pool();
+        // No ANALYZE during the test: what PostgreSQL knows of the table is its size alone.
+        let no_analyze = format!("ALTER TABLE {table} SET (autovacuum_enabled = off)");
+        sqlx::raw_sql(AssertSqlSafe(no_analyze))
+            .execute(pool)
+            .await
+            .unwrap();
+        // Past the five runs after which a prepared statement keeps a generic plan.
+        for _ in 0..8 {
+            receive_take_complete(&store.store).await;
+        }
+        let grow = format!(
+            "INSERT INTO {table} (event_id, event_type, state, claim_token, expires_at, \
+             received_at, sequence, body, due_at, attempts) \
+             SELECT 'evt_done_' || n, 'invoice.paid', 'completed', repeat('0', 32), \
+                    now() + interval '72 hours', now() - interval '1 hour', \
+                    nextval('{table}_sequence'), '\\x7b7d', NULL, 1 \
+             FROM generate_series(1, 20000) AS n"
+        );
+        sqlx::raw_sql(AssertSqlSafe(grow))
+            .execute(pool)
+            .await
+            .unwrap();
+        for _ in 0..100 {
+            receive_take_complete(&store.store).await;
+        }
+
+        let before = sequential_scans(pool, connections, &table).await;
+        for _ in 0..16 {
+            receive_take_complete(&store.store).await;
+        }
+        let scans = sequential_scans(pool, connections, &table).await - before;
+        assert_eq!(
+            scans, 0,
+            "16 turns of takes and of completions scanned the table {scans} times"
+        );
     }
 }
 
