@@ -382,15 +382,9 @@ mod gauges_and_takes_read_their_indexes {
             .unwrap_or(1_000_000);
         let store = postgres_store("gauges", 4).await;
         let table = store.store.table().as_str().to_owned();
-        let fill = format!(
-            "INSERT INTO {table} (event_id, event_type, state, claim_token, expires_at, \
-             received_at, sequence, body, due_at, attempts) \
-             SELECT 'evt_done_' || n, 'invoice.paid', 'completed', repeat('0', 32), \
-                    now() + interval '72 hours', now() - interval '1 hour', \
-                    nextval('{table}_sequence'), '\\x7b7d', NULL, 1 \
-             FROM generate_series(1, {rows}) AS n; ANALYZE {table}"
-        );
-        sqlx::raw_sql(AssertSqlSafe(fill))
+        crate::common::postgres_completed_rows(store.store.pool(), &table, rows).await;
+        let analyze = format!("ANALYZE {table}");
+        sqlx::raw_sql(AssertSqlSafe(analyze))
             .execute(store.store.pool())
             .await
             .unwrap();
@@ -427,25 +421,6 @@ mod gauges_and_takes_read_their_indexes {
             .await;
     }
 
-    /// The scans of `table` (`pg_stat_user_tables.seq_scan`), once each of the pool's
-    /// `connections` has flushed its statistics.
-    async fn sequential_scans(pool: &sqlx::PgPool, connections: u32, table: &str) -> i64 {
-        let mut all = Vec::new();
-        for _ in 0..connections {
-            let mut connection = pool.acquire().await.unwrap();
-            sqlx::query("SELECT pg_stat_force_next_flush()")
-                .execute(&mut *connection)
-                .await
-                .unwrap();
-            all.push(connection);
-        }
-        sqlx::query_scalar("SELECT seq_scan FROM pg_stat_user_tables WHERE relname = $1")
-            .bind(table)
-            .fetch_one(&mut *all[0])
-            .await
-            .unwrap()
-    }
-
     /// Receives an event, takes it and completes it: a turn of takes and a turn of
     /// completions, each of one.
     async fn receive_take_complete(store: &impl Inbox) {
@@ -476,37 +451,21 @@ mod gauges_and_takes_read_their_indexes {
         let store = postgres_store("grown", connections).await;
         let table = store.store.table().as_str().to_owned();
         let pool = store.store.pool();
-        // No ANALYZE during the test: what PostgreSQL knows of the table is its size alone.
-        let no_analyze = format!("ALTER TABLE {table} SET (autovacuum_enabled = off)");
-        sqlx::raw_sql(AssertSqlSafe(no_analyze))
-            .execute(pool)
-            .await
-            .unwrap();
+        crate::common::postgres_without_autovacuum(pool, &table).await;
         // Past the five runs after which a prepared statement keeps a generic plan.
         for _ in 0..8 {
             receive_take_complete(&store.store).await;
         }
-        let grow = format!(
-            "INSERT INTO {table} (event_id, event_type, state, claim_token, expires_at, \
-             received_at, sequence, body, due_at, attempts) \
-             SELECT 'evt_done_' || n, 'invoice.paid', 'completed', repeat('0', 32), \
-                    now() + interval '72 hours', now() - interval '1 hour', \
-                    nextval('{table}_sequence'), '\\x7b7d', NULL, 1 \
-             FROM generate_series(1, 20000) AS n"
-        );
-        sqlx::raw_sql(AssertSqlSafe(grow))
-            .execute(pool)
-            .await
-            .unwrap();
+        crate::common::postgres_completed_rows(pool, &table, 20_000).await;
         for _ in 0..100 {
             receive_take_complete(&store.store).await;
         }
 
-        let before = sequential_scans(pool, connections, &table).await;
+        let before = crate::common::postgres_table_scans(pool, connections, &table).await;
         for _ in 0..16 {
             receive_take_complete(&store.store).await;
         }
-        let scans = sequential_scans(pool, connections, &table).await - before;
+        let scans = crate::common::postgres_table_scans(pool, connections, &table).await - before;
         assert_eq!(
             scans, 0,
             "16 turns of takes and of completions scanned the table {scans} times"

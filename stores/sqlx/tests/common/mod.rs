@@ -192,6 +192,51 @@ where
     }
 }
 
+/// Writes `rows` completed events into the PostgreSQL `table` in one statement (no `ANALYZE`).
+pub async fn postgres_completed_rows(pool: &sqlx::PgPool, table: &str, rows: u64) {
+    let fill = format!(
+        "INSERT INTO {table} (event_id, event_type, state, claim_token, expires_at, \
+         received_at, sequence, body, due_at, attempts) \
+         SELECT 'evt_done_' || n, 'invoice.paid', 'completed', repeat('0', 32), \
+                now() + interval '72 hours', now() - interval '1 hour', \
+                nextval('{table}_sequence'), '\\x7b7d', NULL, 1 \
+         FROM generate_series(1, {rows}) AS n"
+    );
+    sqlx::raw_sql(AssertSqlSafe(fill))
+        .execute(pool)
+        .await
+        .expect("write completed rows");
+}
+
+/// The scans of the PostgreSQL `table` (`pg_stat_user_tables.seq_scan`), once each of the
+/// pool's `connections` has flushed its statistics.
+pub async fn postgres_table_scans(pool: &sqlx::PgPool, connections: u32, table: &str) -> i64 {
+    let mut all = Vec::new();
+    for _ in 0..connections {
+        let mut connection = pool.acquire().await.unwrap();
+        sqlx::query("SELECT pg_stat_force_next_flush()")
+            .execute(&mut *connection)
+            .await
+            .unwrap();
+        all.push(connection);
+    }
+    sqlx::query_scalar("SELECT seq_scan FROM pg_stat_user_tables WHERE relname = $1")
+        .bind(table)
+        .fetch_one(&mut *all[0])
+        .await
+        .unwrap()
+}
+
+/// Turns autovacuum off for the PostgreSQL `table`: no `ANALYZE` during the test, so that what
+/// the planner knows of the table is its size alone.
+pub async fn postgres_without_autovacuum(pool: &sqlx::PgPool, table: &str) {
+    let off = format!("ALTER TABLE {table} SET (autovacuum_enabled = off)");
+    sqlx::raw_sql(AssertSqlSafe(off))
+        .execute(pool)
+        .await
+        .unwrap();
+}
+
 /// The pool options of the tests: at most `connections`, a 10-second acquire timeout.
 fn pool_options<DB: Database>(connections: u32) -> PoolOptions<DB> {
     PoolOptions::new()
