@@ -92,6 +92,7 @@ pub mod dialect;
 mod error;
 mod group_commit;
 mod inbox;
+mod plans;
 mod purge;
 mod queries;
 mod store;

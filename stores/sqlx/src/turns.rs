@@ -15,7 +15,7 @@
 //! timeout) before its turn is never served. If a turn fails, each of its calls fails with the
 //! turn's error, and nothing of it was written. The turns' statements are planned again as
 //! the turns go on (at the 64th turn, and at every doubling after it), so that a plan settled
-//! on while the table was nearly empty does not outlive it ([`Plans`]).
+//! on while the table was nearly empty does not outlive it ([`crate::plans`]).
 //!
 //! The PostgreSQL and MariaDB dialects serve their workers' takes and completions in turns;
 //! SQLite's one writer groups them in its group commit instead.
@@ -25,7 +25,12 @@ use std::{collections::VecDeque, future::Future, pin::Pin, sync::Arc};
 
 use tokio::sync::{mpsc, oneshot};
 
-use crate::{GroupCommitFailed, dialect::TakenRow, group_commit::WriteError};
+use crate::{
+    GroupCommitFailed,
+    dialect::TakenRow,
+    group_commit::WriteError,
+    plans::{Generations, in_generation},
+};
 
 /// The most calls one turn serves.
 const MOST_PER_TURN: usize = 32;
@@ -37,10 +42,6 @@ const KEEP_WHILE_IDLE: std::time::Duration = std::time::Duration::from_millis(10
 /// How many times a turn runs when the database aborts it on a conflict (a deadlock: it
 /// wrote nothing then).
 const TRIES_ON_CONFLICT: u32 = 3;
-
-/// The turn at which the turns first plan their statements again; then at every doubling of
-/// the turns served (see [`Plans`]).
-const FIRST_REPLAN: u64 = 64;
 
 /// How many turns of one operation run at once, each on a connection of its own: while one
 /// waits for the database, the next is written.
@@ -127,20 +128,12 @@ pub(crate) fn on_kept_connection<
     }
 }
 
-/// The statements of an operation's turns, their text renewed as the turns go on (a comment
-/// that names a generation, bumped at the [`FIRST_REPLAN`]th turn and at every doubling after
-/// it), so that the database plans them again for the table as it is by then.
-///
-/// PostgreSQL keeps a prepared statement's generic plan until the table is analyzed. A plan
-/// settled on while the table was nearly empty (a new table, before autovacuum's first
-/// `ANALYZE`) joins the taken or completed events to the table by scanning it, and goes on
-/// scanning it as it grows. Planned again at the 64th, 128th, 256th… turn, the statements read
-/// the table by its indexes once it is large enough for them to pay: a few plans over a
-/// process's life. (MariaDB plans each execution anyway: the new text costs it one prepare.)
+/// The statements of an operation's turns, planned again as the turns go on
+/// ([`crate::plans`]).
 #[derive(Debug)]
 struct Plans {
     statements: Arc<[Arc<str>]>,
-    turns: std::sync::atomic::AtomicU64,
+    generations: Generations,
     current: std::sync::Mutex<(u32, Arc<[Arc<str>]>)>,
 }
 
@@ -149,16 +142,13 @@ impl Plans {
         Self {
             current: std::sync::Mutex::new((0, statements.clone())),
             statements,
-            turns: std::sync::atomic::AtomicU64::new(0),
+            generations: Generations::default(),
         }
     }
 
     /// The statements of the next turn.
     fn next_turn(&self) -> Arc<[Arc<str>]> {
-        let turn = self
-            .turns
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let generation = generation(turn);
+        let generation = self.generations.next_run();
         let mut current = self
             .current
             .lock()
@@ -167,20 +157,11 @@ impl Plans {
             let renewed = self
                 .statements
                 .iter()
-                .map(|statement| Arc::from(format!("/* plan {generation} */ {statement}")))
+                .map(|statement| Arc::from(in_generation(statement, generation)))
                 .collect();
             *current = (generation, renewed);
         }
         current.1.clone()
-    }
-}
-
-/// The generation of the turns' plans at `turn` (from 0): 0 before [`FIRST_REPLAN`], then
-/// one more at each doubling.
-fn generation(turn: u64) -> u32 {
-    match turn / FIRST_REPLAN {
-        0 => 0,
-        doublings => doublings.ilog2() + 1,
     }
 }
 
@@ -439,26 +420,5 @@ impl Completion {
 impl Call for Completion {
     fn shares_turn_with(&self, first: &Self) -> bool {
         self.retention == first.retention
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::generation;
-
-    #[test]
-    fn the_plans_are_renewed_at_the_64th_turn_and_at_every_doubling_after_it() {
-        let at = |turns: &[u64]| {
-            turns
-                .iter()
-                .map(|&turn| generation(turn))
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(at(&[0, 1, 63]), [0, 0, 0]);
-        assert_eq!(
-            at(&[64, 127, 128, 255, 256, 511, 512]),
-            [1, 1, 2, 2, 3, 3, 4]
-        );
-        assert_eq!(generation(u64::MAX), 58);
     }
 }

@@ -8,7 +8,10 @@ use std::{
 };
 
 use super::{Answer, Value};
-use crate::dialect::{Bind, Dialect, Driver, TakenRow};
+use crate::{
+    dialect::{Bind, Dialect, Driver, TakenRow},
+    plans::{Generations, in_generation},
+};
 
 /// A statement of many rows (`claim_many.sql`, …), and the statement that reads what it did
 /// not write (`state_many.sql`), rendered for the store's table.
@@ -21,15 +24,19 @@ pub(crate) struct Many {
     /// Whether `sql` answers taken events (by the token each was taken under), not texts.
     taking: bool,
     /// The statements with their placeholders, by row count (a power of two: few statements
-    /// to prepare, each prepared once per connection).
+    /// to prepare, each prepared once per connection and planned again as the table grows).
     rendered: Mutex<HashMap<(usize, usize), Rendered>>,
+    /// The generation of the statements' plans ([`crate::plans`]), counted over all row counts.
+    generations: Generations,
 }
 
-/// A statement of many rows with its placeholders, for one row count.
+/// A statement of many rows with its placeholders, for one row count, in a generation of its
+/// plans.
 #[derive(Debug, Clone)]
 struct Rendered {
     sql: Arc<str>,
     otherwise: Option<Arc<str>>,
+    generation: u32,
 }
 
 /// One write of a statement of many rows: its id, by which its answer is found (its event's
@@ -46,6 +53,7 @@ impl Many {
             otherwise,
             taking: false,
             rendered: Mutex::new(HashMap::new()),
+            generations: Generations::default(),
         }
     }
 
@@ -58,39 +66,41 @@ impl Many {
         }
     }
 
-    /// The statements for `count` rows of `width` values, whose first row binds `first`.
+    /// The statements for `count` rows of `width` values, whose first row binds `first`, in
+    /// the generation of this run's plans.
     fn rendered<D: Dialect>(&self, count: usize, first: &[Value]) -> Rendered {
+        let generation = self.generations.next_run();
         let width = first.len();
         let mut rendered = self
             .rendered
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        rendered
-            .entry((count, width))
-            .or_insert_with(|| {
-                let row = |index: usize| {
-                    let values: Vec<String> = first
-                        .iter()
-                        .enumerate()
-                        .map(|(column, value)| {
-                            D::placeholder(index * width + column + 1, value.bind())
-                        })
-                        .collect();
-                    format!("({})", values.join(", "))
-                };
-                let rows: Vec<String> = (0..count).map(row).collect();
-                let ids: Vec<String> = (0..count)
-                    .map(|index| D::placeholder(index + 1, Bind::Text("")))
-                    .collect();
-                Rendered {
-                    sql: self.sql.replace("{rows}", &rows.join(", ")).into(),
-                    otherwise: self
-                        .otherwise
-                        .as_ref()
-                        .map(|otherwise| otherwise.replace("{ids}", &ids.join(", ")).into()),
-                }
-            })
-            .clone()
+        let current = rendered.get(&(count, width));
+        if let Some(current) = current.filter(|current| current.generation == generation) {
+            return current.clone();
+        }
+        let row = |index: usize| {
+            let values: Vec<String> = first
+                .iter()
+                .enumerate()
+                .map(|(column, value)| D::placeholder(index * width + column + 1, value.bind()))
+                .collect();
+            format!("({})", values.join(", "))
+        };
+        let rows: Vec<String> = (0..count).map(row).collect();
+        let ids: Vec<String> = (0..count)
+            .map(|index| D::placeholder(index + 1, Bind::Text("")))
+            .collect();
+        let statement = self.sql.replace("{rows}", &rows.join(", "));
+        let renewed = Rendered {
+            sql: in_generation(&statement, generation).into(),
+            otherwise: self.otherwise.as_ref().map(|otherwise| {
+                in_generation(&otherwise.replace("{ids}", &ids.join(", ")), generation).into()
+            }),
+            generation,
+        };
+        rendered.insert((count, width), renewed.clone());
+        renewed
     }
 
     /// Writes `rows` (of distinct ids) in one statement on `connection`, inside its open

@@ -294,15 +294,31 @@ pub async fn postgres_store(label: &str, connections: u32) -> TestStore<Postgres
     migrated(store, Cleanup::Table(table)).await
 }
 
+/// A migrated PostgreSQL store on a fresh table, over a pool of `connections`, grouping its
+/// writes (`GroupCommit::POSTGRES`).
+pub async fn grouped_postgres_store(label: &str, connections: u32) -> TestStore<PostgresStore> {
+    let mut test_store = postgres_store(label, connections).await;
+    test_store.store = test_store
+        .store
+        .clone()
+        .with_group_commit(sangho_webhook_sqlx::GroupCommit::POSTGRES);
+    test_store
+}
+
 /// A PostgreSQL store on `table` (not migrated), over a new pool of `connections`.
 pub async fn postgres_store_on(table: &str, connections: u32) -> PostgresStore {
     let pool = pool_options(connections)
         .connect(&postgres_url())
         .await
         .expect("PostgreSQL is reachable (set SANGHO_TEST_POSTGRES_URL)");
-    PostgresStore::new(pool)
+    let store = PostgresStore::new(pool)
         .with_table_name(table)
-        .expect("a valid table name")
+        .expect("a valid table name");
+    // The whole PostgreSQL suite again with grouping on: SANGHO_TEST_POSTGRES_GROUP=1.
+    match std::env::var("SANGHO_TEST_POSTGRES_GROUP").as_deref() {
+        Ok("1") => store.with_group_commit(sangho_webhook_sqlx::GroupCommit::POSTGRES),
+        _ => store,
+    }
 }
 
 /// A migrated SQLite store in a fresh temporary file, over a pool of `connections`.
