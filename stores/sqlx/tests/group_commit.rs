@@ -520,8 +520,9 @@ async fn with_grouping_off_each_write_commits_alone() {
 #[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
 async fn a_row_held_by_a_handler_transaction_holds_up_no_other_claim_on_postgres() {
     let test_store = postgres_store("group_held", 16).await;
+    let by_default = sangho_webhook_sqlx::PostgresStore::new(test_store.pool().clone());
     assert!(
-        !test_store.group_commit().is_on(),
+        !by_default.group_commit().is_on(),
         "PostgreSQL groups only when told to"
     );
     let store = test_store
