@@ -792,23 +792,12 @@ async fn the_groups_read_a_table_that_grew_by_its_indexes_on_postgres() {
         .clone()
         .with_group_commit(GroupCommit::POSTGRES.with_writers(1));
     let table = store.table().as_str().to_owned();
-    let pool = store.pool();
-    common::postgres_without_autovacuum(pool, &table).await;
     // Past the five runs after which a prepared statement keeps a generic plan, for each size
     // of group these rounds make.
-    for _ in 0..24 {
-        claim_and_complete_eight(&store).await;
-    }
-    common::postgres_completed_rows(pool, &table, 20_000).await;
-    for _ in 0..100 {
-        claim_and_complete_eight(&store).await;
-    }
-
-    let before = common::postgres_table_scans(pool, connections, &table).await;
-    for _ in 0..16 {
-        claim_and_complete_eight(&store).await;
-    }
-    let scans = common::postgres_table_scans(pool, connections, &table).await - before;
+    let scans = common::postgres_scans_once_grown(store.pool(), connections, &table, 24, || {
+        claim_and_complete_eight(&store)
+    })
+    .await;
     assert_eq!(
         scans, 0,
         "16 groups of claims and of completions scanned the table {scans} times"

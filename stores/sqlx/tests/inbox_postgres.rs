@@ -340,7 +340,10 @@ mod gauges_and_takes_read_their_indexes {
         store::{ClaimToken, Completion},
         testing::{conformance::unique_event_id, fixtures},
     };
-    use sangho_webhook_sqlx::sqlx::{self, AssertSqlSafe};
+    use sangho_webhook_sqlx::{
+        GroupCommit,
+        sqlx::{self, AssertSqlSafe},
+    };
 
     use crate::common::postgres_store;
 
@@ -446,26 +449,21 @@ mod gauges_and_takes_read_their_indexes {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     #[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
     async fn the_turns_read_a_table_that_grew_by_its_indexes() {
-        // One connection for each turn's queue, one for the receipts.
+        // One connection for each turn's queue, one for the receipts, which are not grouped:
+        // the turns keep the same two connections throughout.
         let connections = 3;
-        let store = postgres_store("grown", connections).await;
+        let mut store = postgres_store("grown", connections).await;
+        store.store = store.store.clone().with_group_commit(GroupCommit::OFF);
         let table = store.store.table().as_str().to_owned();
-        let pool = store.store.pool();
-        crate::common::postgres_without_autovacuum(pool, &table).await;
         // Past the five runs after which a prepared statement keeps a generic plan.
-        for _ in 0..8 {
-            receive_take_complete(&store.store).await;
-        }
-        crate::common::postgres_completed_rows(pool, &table, 20_000).await;
-        for _ in 0..100 {
-            receive_take_complete(&store.store).await;
-        }
-
-        let before = crate::common::postgres_table_scans(pool, connections, &table).await;
-        for _ in 0..16 {
-            receive_take_complete(&store.store).await;
-        }
-        let scans = crate::common::postgres_table_scans(pool, connections, &table).await - before;
+        let scans = crate::common::postgres_scans_once_grown(
+            store.store.pool(),
+            connections,
+            &table,
+            8,
+            || receive_take_complete(&store.store),
+        )
+        .await;
         assert_eq!(
             scans, 0,
             "16 turns of takes and of completions scanned the table {scans} times"

@@ -210,7 +210,7 @@ pub async fn postgres_completed_rows(pool: &sqlx::PgPool, table: &str, rows: u64
 
 /// The scans of the PostgreSQL `table` (`pg_stat_user_tables.seq_scan`), once each of the
 /// pool's `connections` has flushed its statistics.
-pub async fn postgres_table_scans(pool: &sqlx::PgPool, connections: u32, table: &str) -> i64 {
+async fn postgres_table_scans(pool: &sqlx::PgPool, connections: u32, table: &str) -> i64 {
     let mut all = Vec::new();
     for _ in 0..connections {
         let mut connection = pool.acquire().await.unwrap();
@@ -227,14 +227,39 @@ pub async fn postgres_table_scans(pool: &sqlx::PgPool, connections: u32, table: 
         .unwrap()
 }
 
-/// Turns autovacuum off for the PostgreSQL `table`: no `ANALYZE` during the test, so that what
-/// the planner knows of the table is its size alone.
-pub async fn postgres_without_autovacuum(pool: &sqlx::PgPool, table: &str) {
-    let off = format!("ALTER TABLE {table} SET (autovacuum_enabled = off)");
-    sqlx::raw_sql(AssertSqlSafe(off))
+/// The scans of the PostgreSQL `table` by 16 `round`s of the store's writes on it, once the
+/// table grew: `warm` rounds on the new table first (the store's prepared statements settle
+/// on their plans), then 20 000 completed rows written and 100 rounds. Autovacuum is off for
+/// the table: no `ANALYZE` during the test, so that what the planner knows of the table is its
+/// size alone. `connections` is the store pool's size.
+pub async fn postgres_scans_once_grown<F, Round>(
+    pool: &sqlx::PgPool,
+    connections: u32,
+    table: &str,
+    warm: usize,
+    mut round: F,
+) -> i64
+where
+    F: FnMut() -> Round,
+    Round: std::future::Future<Output = ()>,
+{
+    let no_analyze = format!("ALTER TABLE {table} SET (autovacuum_enabled = off)");
+    sqlx::raw_sql(AssertSqlSafe(no_analyze))
         .execute(pool)
         .await
         .unwrap();
+    for _ in 0..warm {
+        round().await;
+    }
+    postgres_completed_rows(pool, table, 20_000).await;
+    for _ in 0..100 {
+        round().await;
+    }
+    let before = postgres_table_scans(pool, connections, table).await;
+    for _ in 0..16 {
+        round().await;
+    }
+    postgres_table_scans(pool, connections, table).await - before
 }
 
 /// The pool options of the tests: at most `connections`, a 10-second acquire timeout.
