@@ -12,11 +12,6 @@
 //! write's failure is only its own. If the commit itself fails, every caller of the batch gets
 //! that error, as each would have got it from its own commit. A write whose caller has gone
 //! (its future dropped, e.g. a timeout) before the batch runs is never written.
-//!
-//! Where the dialect says so (PostgreSQL), a write that finds its writer idle and no write
-//! waiting for it is written by its caller, as the writer would write it alone, while it holds
-//! the writer's turn: a lone request saves the hop to the writer's thread and back, and the
-//! writes that arrive meanwhile wait for it, in order.
 
 mod many;
 
