@@ -29,9 +29,9 @@ use crate::{
 
 /// How a store groups concurrent writes into one commit (see the crate's README, "Group
 /// commit"). [`SqliteStore`](crate::SqliteStore) groups by default
-/// ([`GroupCommit::SQLITE`]), and so does [`PostgresStore`](crate::PostgresStore)
-/// ([`GroupCommit::POSTGRES`]); `MariaDbStore` does not ([`GroupCommit::OFF`]: each operation
-/// in its own commit).
+/// ([`GroupCommit::SQLITE`]); [`PostgresStore`](crate::PostgresStore) and `MariaDbStore` do
+/// not ([`GroupCommit::OFF`]: each operation in its own commit), and
+/// [`GroupCommit::POSTGRES`] turns it on for PostgreSQL.
 ///
 /// ```
 /// # #[cfg(feature = "sqlite")] {
@@ -67,10 +67,9 @@ impl GroupCommit {
         writers: 1,
     };
 
-    /// PostgreSQL's default: two commits at once, each on a connection of the pool, up to 64
-    /// writes or 4 MiB of bound values each; a write that finds its writer idle, and no write
-    /// waiting for it, is written by its caller at once. See the crate's README for what it
-    /// gains and costs.
+    /// For PostgreSQL (not its default, which is [`OFF`](Self::OFF)): two commits at once,
+    /// each on a connection of the pool, up to 64 writes or 4 MiB of bound values each. See
+    /// the crate's README for what it gains and costs.
     pub const POSTGRES: Self = Self {
         max_operations: 64,
         max_bytes: 4 << 20,
@@ -445,8 +444,8 @@ pub(crate) struct GroupCommitter<D: Dialect> {
     settings: GroupCommit,
     /// How a group's transaction begins.
     framing: Framing,
-    /// One lane per writer, once they run.
-    lanes: std::sync::Mutex<Vec<Lane>>,
+    /// One queue per writer, once they run.
+    queues: std::sync::Mutex<Vec<mpsc::UnboundedSender<Queued>>>,
     /// The next writer of a write without a lane.
     next: std::sync::atomic::AtomicUsize,
 }
@@ -468,7 +467,7 @@ impl<D: Dialect> GroupCommitter<D> {
                 begin: D::GROUP_BEGIN.map(|begin| statement(begin).into()),
                 open: D::GROUP_OPEN.map(|open| statement(open).into()),
             },
-            lanes: std::sync::Mutex::new(Vec::new()),
+            queues: std::sync::Mutex::new(Vec::new()),
             next: std::sync::atomic::AtomicUsize::new(0),
         }
     }
@@ -486,30 +485,8 @@ impl<D: Dialect> GroupCommitter<D> {
                 .await
                 .map_err(WriteError::Database);
         }
-        let lane = self.lane(write.lane);
-        if D::LONE_WRITE_BY_CALLER
-            && let Some(turn) = lane.idle()
-        {
-            // As the writer writes a lone write: bounded as in a group, so that the writer
-            // never waits long behind a row lock; alone with the store's bound otherwise.
-            let bounded = self.framing.open.is_some();
-            let written = write.run_on_pool(&self.pool, bounded).await;
-            drop(turn);
-            return match written {
-                Ok(answer) => Ok(answer),
-                Err(_) if bounded => write
-                    .run_alone(&self.pool)
-                    .await
-                    .map_err(WriteError::Database),
-                Err(error) => Err(WriteError::Database(error)),
-            };
-        }
         let (reply, answer) = oneshot::channel();
-        lane.waiting
-            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        if let Err(unsent) = lane.sender.send(Queued { write, reply }) {
-            lane.waiting
-                .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        if let Err(unsent) = self.sender(write.lane).send(Queued { write, reply }) {
             // Its writer ended (its runtime shut down) since: the write runs alone.
             let write = unsent.0.write;
             return write
@@ -528,25 +505,25 @@ impl<D: Dialect> GroupCommitter<D> {
         }
     }
 
-    /// The lane of the writer of `lane` (any, for none), with the writers started (again,
+    /// The queue of the writer of `lane` (any, for none), with the writers started (again,
     /// after the runtime that ran them ended).
-    fn lane(&self, lane: Option<u64>) -> Lane {
-        let mut lanes = self
-            .lanes
+    fn sender(&self, lane: Option<u64>) -> mpsc::UnboundedSender<Queued> {
+        let mut queues = self
+            .queues
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if lanes.is_empty() || lanes.iter().any(|lane| lane.sender.is_closed()) {
-            *lanes = self.start_writers();
+        if queues.is_empty() || queues.iter().any(mpsc::UnboundedSender::is_closed) {
+            *queues = self.start_writers();
         }
         let index = match lane {
             Some(lane) => lane as usize,
             None => self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-        } % lanes.len();
-        lanes[index].clone()
+        } % queues.len();
+        queues[index].clone()
     }
 
-    /// Starts the writers: their lanes.
-    fn start_writers(&self) -> Vec<Lane> {
+    /// Starts the writers: their queues.
+    fn start_writers(&self) -> Vec<mpsc::UnboundedSender<Queued>> {
         // Where the dialect says so (SQLite, whose connection runs on a thread of its own;
         // PostgreSQL, measured faster so at 64 connections), each writer runs on a thread of
         // its own, so that it is never queued behind the server's tasks between two
@@ -554,45 +531,37 @@ impl<D: Dialect> GroupCommitter<D> {
         // milliseconds). Not a blocking task of the runtime: a store that outlives its runtime
         // must not keep the runtime's shutdown waiting. Otherwise the writer is a task.
         let runtime = tokio::runtime::Handle::current();
-        let writer = |receiver, lane: &Lane| {
+        let writer = |receiver| {
             let waiting = Waiting {
                 receiver,
                 carried: None,
-                count: lane.waiting.clone(),
             };
             writer::<D>(
                 self.pool.clone(),
                 self.framing.clone(),
                 waiting,
-                lane.turn.clone(),
                 self.settings,
             )
         };
         (0..self.settings.writers)
             .map(|_| {
                 let (sender, receiver) = mpsc::unbounded_channel();
-                let lane = Lane {
-                    sender,
-                    waiting: Arc::default(),
-                    turn: Arc::default(),
-                };
                 if !D::GROUP_WRITER_THREAD {
-                    runtime.spawn(writer(receiver, &lane));
-                    return lane;
+                    runtime.spawn(writer(receiver));
+                    return sender;
                 }
-                let task = writer(receiver, &lane);
+                let task = writer(receiver);
                 let runtime_of_thread = runtime.clone();
                 let on_thread = std::thread::Builder::new()
                     .name("sangho-group-commit".to_owned())
                     .spawn(move || runtime_of_thread.block_on(task));
                 match on_thread {
-                    Ok(_) => lane,
+                    Ok(_) => sender,
                     Err(error) => {
                         tracing::warn!(%error, "no thread for a group commit writer: it runs as a task");
                         let (sender, receiver) = mpsc::unbounded_channel();
-                        let lane = Lane { sender, ..lane };
-                        runtime.spawn(writer(receiver, &lane));
-                        lane
+                        runtime.spawn(writer(receiver));
+                        sender
                     }
                 }
             })
@@ -608,33 +577,10 @@ struct Framing {
     open: Option<Arc<str>>,
 }
 
-/// A writer's lane: its queue, how many writes wait in it, and its turn to write.
-#[derive(Clone)]
-struct Lane {
-    sender: mpsc::UnboundedSender<Queued>,
-    /// The writes sent to the queue and not yet being written by the writer.
-    waiting: Arc<std::sync::atomic::AtomicUsize>,
-    /// Held by the writer while it writes a group, or by a caller that writes its lone write
-    /// itself: the writes of the lane never run at once, and run in the order they came.
-    turn: Arc<tokio::sync::Mutex<()>>,
-}
-
-impl Lane {
-    /// The lane's turn, if its writer is idle and no write waits for it.
-    fn idle(&self) -> Option<tokio::sync::OwnedMutexGuard<()>> {
-        let turn = self.turn.clone().try_lock_owned().ok()?;
-        // Counted before it is sent: a write sent before the turn was taken is seen here.
-        let none_waits = self.waiting.load(std::sync::atomic::Ordering::SeqCst) == 0;
-        none_waits.then_some(turn)
-    }
-}
-
 /// The writes waiting for a writer: the queue, and a write that did not fit the last group.
 struct Waiting {
     receiver: mpsc::UnboundedReceiver<Queued>,
     carried: Option<Queued>,
-    /// The lane's count of writes not yet being written.
-    count: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Waiting {
@@ -672,7 +618,6 @@ async fn writer<D: Dialect>(
     pool: Pool<D::Database>,
     framing: Framing,
     mut waiting: Waiting,
-    turn: Arc<tokio::sync::Mutex<()>>,
     settings: GroupCommit,
 ) {
     // The writer keeps its connection from one group to the next while writes wait, and
@@ -682,13 +627,6 @@ async fn writer<D: Dialect>(
         let Some(group) = waiting.next_group(settings).await else {
             return;
         };
-        // After a lone write its caller is writing, if any: it came first. The group's writes
-        // stop counting as waiting only once the turn is the writer's, so that no caller
-        // writes its own write before them.
-        let _turn = turn.lock().await;
-        waiting
-            .count
-            .fetch_sub(group.len(), std::sync::atomic::Ordering::SeqCst);
         commit::<D>(&pool, &mut connection, &framing, group).await;
         if waiting.is_empty() {
             connection = None;
