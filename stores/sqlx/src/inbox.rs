@@ -179,46 +179,39 @@ impl<D: Dialect> SqlStore<D> {
             .map_err(|error| self.store_error(error))
     }
 
-    /// Runs one of inbox mode's writes (a receipt, a take's settlement): in a group commit,
-    /// where the dialect's statements allow it, by the writer of `lane` (the event's id, or
-    /// its ordering key).
-    async fn inbox_write(
-        &self,
-        query: &Query,
-        binds: &[Bind<'_>],
-        lane: &str,
-        many: Option<&Arc<Many>>,
-    ) -> Result<Option<String>, StoreError> {
-        if !D::GROUP_INBOX {
-            return self.inbox_text(query, binds).await;
-        }
-        let binds = query.binds(binds);
-        self.write(
-            Write::text(&query.sql, &binds)
-                .in_lane_of(lane)
-                .in_many(many),
-        )
-        .await
-        .map(Answer::into_text)
-        .map_err(|error| self.write_error(error))
-    }
-
-    /// Runs an owner-checked write of the event whose id is the first of `binds`: whether the
-    /// token held the event. In a group, `many` writes it with the others of its kind.
+    /// Runs an owner-checked write of the event whose id is the first of `binds` (a worker's
+    /// renewal, completion, failure or abandon; an operator's discard): whether the token
+    /// held the event. Where the dialect groups inbox writes, by the writer of the event's
+    /// lane, and with the others of `many`'s kind in one statement where it has one.
+    ///
+    /// Where a group bounds its lock waits (PostgreSQL), another transaction may hold the
+    /// event's row for long (a handler's own, after its `complete_in`): a write of its own
+    /// statement then runs alone, on a connection of its own, so that only it waits for the
+    /// row, never a group's writer and the writes queued behind it. These writes are a few per
+    /// event, and gain little from a group.
     pub(crate) async fn inbox_owned(
         &self,
         query: &Query,
         binds: &[Bind<'_>],
         many: Option<&Arc<Many>>,
     ) -> Result<bool, StoreError> {
+        let alone = many.is_none() && D::GROUP_LOCK_TIMEOUT.is_some();
+        if !D::GROUP_INBOX || alone {
+            return Ok(self.inbox_text(query, binds).await?.is_some());
+        }
         let event_id = match binds.first() {
             Some(Bind::Text(event_id)) => event_id,
             _ => "",
         };
-        Ok(self
-            .inbox_write(query, binds, event_id, many)
-            .await?
-            .is_some())
+        let binds = query.binds(binds);
+        let write = Write::text(&query.sql, &binds)
+            .in_lane_of(event_id)
+            .in_many(many);
+        let owner = self
+            .write(write)
+            .await
+            .map_err(|error| self.write_error(error))?;
+        Ok(owner.into_text().is_some())
     }
 
     /// The state of an event the inbox holds, after a replay or a discard that changed nothing.
@@ -247,8 +240,13 @@ impl<D: Dialect> Inbox for SqlStore<D> {
             true => {
                 let lane = event.ordering_key.unwrap_or(event.event_id);
                 let many = self.grouped_queries().many.as_ref();
+                // Alone, it waits for a held row as long as a group would, then its caller
+                // runs it again with the store's own bound.
+                let grouped = self.grouped_queries().inbox.as_ref();
+                let grouped = grouped.map_or(receive, |inbox| &inbox.receive);
                 let receipt = Write::text(&receive.sql, &receive.binds(&binds))
                     .in_lane_of(lane)
+                    .grouped_as(&grouped.sql)
                     .in_many(many.map(|many| &many.receive));
                 self.write(receipt)
                     .await

@@ -33,9 +33,9 @@
 //!   together, one flush for a whole group, and each caller is answered once its own write is
 //!   durable, with the answer its statement gives on its own; see
 //!   [`SqlStore::with_group_commit`].
-//! - **Bounded lock waits**: a claim or a renewal that waits for a lock held by another
-//!   transaction gives up after the store's lock timeout, 2 s by default
-//!   ([`SqlStore::LOCK_TIMEOUT`]; PostgreSQL `lock_timeout` and MariaDB
+//! - **Bounded lock waits**: a claim, a renewal or (PostgreSQL) an inbox receipt that waits
+//!   for a lock held by another transaction gives up after the store's lock timeout, 2 s by
+//!   default ([`SqlStore::LOCK_TIMEOUT`]; PostgreSQL `lock_timeout` and MariaDB
 //!   `innodb_lock_wait_timeout` set in the statement itself, SQLite the busy timeout), and the
 //!   layer answers 503. It must stay below the layer's store timeout (5 s by default, minus
 //!   the pool's 3 s acquire timeout): a claim the layer gave up on while it still waited would

@@ -93,6 +93,13 @@ use crate::{
 /// Completions and releases wait as long as the lock is held: a completion that lands late
 /// records what happened, a release that lands late removes only its own claim, and
 /// [`complete_in`](Self::complete_in) runs in your transaction, under your session's settings.
+///
+/// In inbox mode, a PostgreSQL receipt (a redelivery of an event whose row a handler's
+/// transaction holds) waits at most the lock timeout too, then answers 503 and the provider
+/// delivers it again; the workers' renewals, completions and failures wait as long as the
+/// lock is held, each on a connection of its own. With [group commit](GroupCommit) on, no
+/// write waits for a held row in a group's writer: a group waits at most 100 ms for a row
+/// lock, then each of its writes runs again on its own.
 pub struct SqlStore<D: Dialect> {
     pool: Pool<D::Database>,
     table: TableName,
@@ -635,7 +642,7 @@ mod tests {
 
     #[cfg(feature = "postgres")]
     #[test]
-    fn postgres_claims_and_renewals_set_their_own_lock_timeout() {
+    fn postgres_claims_renewals_and_receipts_set_their_own_lock_timeout() {
         let queries = crate::queries::Queries::new::<crate::dialect::Postgres>(
             &crate::TableName::default(),
             true,
@@ -644,6 +651,8 @@ mod tests {
         let bound = "set_config('lock_timeout', '1500ms', true)";
         assert!(queries.claim.contains(bound), "{}", queries.claim);
         assert!(queries.renew.contains(bound), "{}", queries.renew);
+        let receive = &queries.inbox.as_ref().expect("inbox mode").receive.sql;
+        assert!(receive.contains(bound), "{receive}");
         let unbounded = [Some(&queries.complete), Some(&queries.release)];
         for unbounded in unbounded
             .into_iter()

@@ -18,8 +18,11 @@ use std::{sync::Arc, time::Duration};
 use bytes::Bytes;
 use common::{postgres_store, sqlite_store_at};
 use sangho_webhook::{
-    inbox::{EventState, Inbox, Receipt, ReceivedEvent, TakeOrder},
-    store::{Claim, ClaimToken, Claimant, Completion, IdempotencyStore, StoreError},
+    inbox::{
+        EventState, FailedAttempt, Failure, Inbox, NextAttempt, Receipt, ReceivedEvent, TakeOrder,
+        TakenEvent,
+    },
+    store::{Claim, ClaimToken, Claimant, Completion, IdempotencyStore, Renewal, StoreError},
     testing::conformance::unique_event_id,
 };
 use sangho_webhook_sqlx::{
@@ -584,6 +587,116 @@ async fn a_row_held_by_a_handler_transaction_holds_up_no_other_claim_on_postgres
     assert!(answer.is_err(), "{answer:?} after {waited:?}");
     assert!(waited >= Duration::from_secs(2), "it waited {waited:?}");
     eprintln!("the slowest of 40 fresh claims beside a held row: {slowest:?}");
+}
+
+/// A worker's write of an event whose row a handler's transaction holds (after its own
+/// `complete_in`, say) waits for the row on a connection of its own: with PostgreSQL's group
+/// commit on (one writer, so that any write it waited behind would be held up), fresh claims
+/// and receipts are answered at once meanwhile. `write` is the worker's write.
+async fn a_held_row_holds_up_no_grouped_write<F, Fut>(label: &str, write: F)
+where
+    F: FnOnce(sangho_webhook_sqlx::PostgresStore, TakenEvent) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let test_store = postgres_store(label, 16).await;
+    let store = test_store
+        .store
+        .clone()
+        .with_group_commit(GroupCommit::POSTGRES.with_writers(1));
+    let held = unique_event_id("held");
+    let body = Bytes::from_static(b"{}");
+    let received = ReceivedEvent::new(&held, TYPE, &body, &[], "/webhooks");
+    assert_eq!(store.receive(&received).await.unwrap(), Receipt::Stored);
+    let taken = store
+        .take(&ClaimToken::generate(), LEASE, TakeOrder::FreshFirst)
+        .await
+        .unwrap()
+        .expect("the event is due");
+    let mut handler = store.pool().begin().await.unwrap();
+    let lock = format!(
+        "SELECT 1 FROM {} WHERE event_id = $1 FOR UPDATE",
+        store.table()
+    );
+    sqlx::query(sqlx::AssertSqlSafe(lock))
+        .bind(&held)
+        .execute(&mut *handler)
+        .await
+        .unwrap();
+    let waiting = tokio::spawn(write(store.clone(), taken));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut fresh = JoinSet::new();
+    for n in 0..20 {
+        let store = store.clone();
+        fresh.spawn(async move {
+            let started = tokio::time::Instant::now();
+            let id = unique_event_id("fresh");
+            if n % 2 == 0 {
+                let token = ClaimToken::generate();
+                let claimant = Claimant::new(&id, TYPE, &token);
+                assert_eq!(store.claim(claimant, LEASE).await.unwrap(), Claim::Acquired);
+            } else {
+                let body = Bytes::from_static(b"{}");
+                let event = ReceivedEvent::new(&id, TYPE, &body, &[], "/webhooks");
+                assert_eq!(store.receive(&event).await.unwrap(), Receipt::Stored);
+            }
+            started.elapsed()
+        });
+    }
+    let answered = tokio::time::timeout(Duration::from_secs(3), fresh.join_all()).await;
+    let waited = answered.expect("fresh writes are answered while the worker's write waits");
+    let slowest = waited.into_iter().max().unwrap_or_default();
+    assert!(
+        slowest < Duration::from_millis(1_000),
+        "a fresh write waited {slowest:?}"
+    );
+    assert!(
+        !waiting.is_finished(),
+        "the worker's write waits for its row"
+    );
+    handler.rollback().await.unwrap();
+    waiting.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+async fn a_worker_completion_of_a_held_row_holds_up_no_grouped_write_on_postgres() {
+    a_held_row_holds_up_no_grouped_write("group_held_done", |store, taken| async move {
+        let completion = Inbox::complete(&store, &taken.claimant(), LEASE).await;
+        assert_eq!(completion.unwrap(), Completion::Recorded);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+async fn a_worker_renewal_of_a_held_row_holds_up_no_grouped_write_on_postgres() {
+    a_held_row_holds_up_no_grouped_write("group_held_renew", |store, taken| async move {
+        let renewal = Inbox::renew(&store, &taken.claimant(), LEASE).await;
+        assert_eq!(renewal.unwrap(), Renewal::Held);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+async fn a_worker_failure_of_a_held_row_holds_up_no_grouped_write_on_postgres() {
+    a_held_row_holds_up_no_grouped_write("group_held_fail", |store, taken| async move {
+        let attempt = FailedAttempt::new("status 500", NextAttempt::After(LEASE));
+        let failed = Inbox::fail(&store, &taken.claimant(), &attempt).await;
+        assert_eq!(failed.unwrap(), Failure::Recorded);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+async fn a_redelivery_of_a_held_row_holds_up_no_grouped_write_on_postgres() {
+    a_held_row_holds_up_no_grouped_write("group_held_again", |store, taken| async move {
+        let body = Bytes::from_static(b"{}");
+        let again = ReceivedEvent::new(&taken.event_id, TYPE, &body, &[], "/webhooks");
+        assert_eq!(store.receive(&again).await.unwrap(), Receipt::Duplicate);
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

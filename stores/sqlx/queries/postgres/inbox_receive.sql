@@ -15,8 +15,13 @@
 -- key's hash) before their sequence number, so that they commit in the order of their numbers:
 -- a take never sees a key's later receipt without its earlier one. Receipts of other keys, or
 -- without one, do not wait for each other.
+--
+-- A redelivery of an event whose row another transaction holds (a handler's own, still open)
+-- waits for it at most the store's lock timeout (then the store is unavailable: 503, and the
+-- provider delivers it again).
 WITH settings AS (
     SELECT set_config('synchronous_commit', 'on', true),
+           set_config('lock_timeout', '{lock_timeout_ms}ms', true),
            CASE WHEN $6::text IS NOT NULL
                 THEN pg_advisory_xact_lock(hashtextextended($6::text, 0)) END
 ),

@@ -276,8 +276,8 @@ impl Sealed for Postgres {
             .await
         {
             Ok(completed) => Ok(completed.is_some()),
-            // Another transaction held a row of the turn: each completion runs alone, and
-            // only the held one waits for it, under the store's lock timeout, as it would
+            // Another transaction held a row of the turn: each completion runs alone, on a
+            // connection of its own, and only the held one waits for the row, as it would
             // alone.
             Err(error) if is_held(error.database_error()) => {
                 store.inbox_owned(query, binds, None).await
