@@ -513,3 +513,53 @@ mod turns {
         turns::a_lone_completion_of_a_held_row_holds_up_no_later_turn(&store.store).await;
     }
 }
+
+mod lock_waits {
+    //! A receipt that waits for a row another transaction holds (a handler's own, still open)
+    //! gives up after the store's lock timeout, as a claim does.
+
+    use std::time::{Duration, Instant};
+
+    use bytes::Bytes;
+    use sangho_webhook::{
+        inbox::{Inbox, Receipt, ReceivedEvent},
+        testing::conformance::unique_event_id,
+    };
+    use sangho_webhook_sqlx::sqlx::{self, AssertSqlSafe};
+
+    use crate::common::{TYPE, postgres_store};
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+    async fn a_redelivery_that_waits_on_a_row_lock_gives_up_after_the_lock_timeout() {
+        let test_store = postgres_store("receivelock", 2).await;
+        let store = test_store
+            .store
+            .clone()
+            .with_lock_timeout(Duration::from_millis(500));
+        let id = unique_event_id("receivelock");
+        let body = Bytes::from_static(b"{}");
+        let event = ReceivedEvent::new(&id, TYPE, &body, &[], "/webhooks");
+        assert_eq!(store.receive(&event).await.unwrap(), Receipt::Stored);
+        let mut handler = store.pool().begin().await.unwrap();
+        let lock = format!(
+            "SELECT 1 FROM {} WHERE event_id = $1 FOR UPDATE",
+            store.table()
+        );
+        sqlx::query(AssertSqlSafe(lock))
+            .bind(&id)
+            .execute(&mut *handler)
+            .await
+            .unwrap();
+
+        let started = Instant::now();
+        let redelivery = tokio::time::timeout(Duration::from_secs(5), store.receive(&event)).await;
+        let waited = started.elapsed();
+        let redelivery = redelivery.expect("the redelivery gives up on its own");
+        assert!(redelivery.is_err(), "{redelivery:?} after {waited:?}");
+        assert!(waited >= Duration::from_millis(500), "it waited {waited:?}");
+
+        handler.rollback().await.unwrap();
+        assert_eq!(store.receive(&event).await.unwrap(), Receipt::Duplicate);
+    }
+}
