@@ -12,6 +12,16 @@
 //! write's failure is only its own. If the commit itself fails, every caller of the batch gets
 //! that error, as each would have got it from its own commit. A write whose caller has gone
 //! (its future dropped, e.g. a timeout) before the batch runs is never written.
+//!
+//! Where the dialect says so (PostgreSQL), a write that finds its writer idle and no write
+//! waiting for it is written by its caller, as the writer would write it alone, while it holds
+//! the writer's turn: a lone request saves the hop to the writer's thread and back, and the
+//! writes that arrive meanwhile wait for it, in order.
+//!
+//! No write waits for a row lock in a writer's turn for longer than a group would (100 ms on
+//! PostgreSQL): a lone write runs in the turn only if its statement bounds its own lock wait
+//! so (claims, renewals, receipts); any other (a completion) runs alone outside the turn, on a
+//! connection of its own, so that only it waits for a row a handler's transaction holds.
 
 mod many;
 
@@ -29,9 +39,9 @@ use crate::{
 
 /// How a store groups concurrent writes into one commit (see the crate's README, "Group
 /// commit"). [`SqliteStore`](crate::SqliteStore) groups by default
-/// ([`GroupCommit::SQLITE`]); [`PostgresStore`](crate::PostgresStore) and `MariaDbStore` do
-/// not ([`GroupCommit::OFF`]: each operation in its own commit), and
-/// [`GroupCommit::POSTGRES`] turns it on for PostgreSQL.
+/// ([`GroupCommit::SQLITE`]), and so does [`PostgresStore`](crate::PostgresStore)
+/// ([`GroupCommit::POSTGRES`]); `MariaDbStore` does not ([`GroupCommit::OFF`]: each operation
+/// in its own commit).
 ///
 /// ```
 /// # #[cfg(feature = "sqlite")] {
@@ -67,9 +77,10 @@ impl GroupCommit {
         writers: 1,
     };
 
-    /// For PostgreSQL (not its default, which is [`OFF`](Self::OFF)): two commits at once,
-    /// each on a connection of the pool, up to 64 writes or 4 MiB of bound values each. See
-    /// the crate's README for what it gains and costs.
+    /// PostgreSQL's default: two commits at once, each on a connection of the pool, up to 64
+    /// writes or 4 MiB of bound values each; a write that finds its writer idle, and no write
+    /// waiting for it, is written by its caller at once. See the crate's README for what it
+    /// gains and costs.
     pub const POSTGRES: Self = Self {
         max_operations: 64,
         max_bytes: 4 << 20,
@@ -361,6 +372,15 @@ impl Write {
         }
     }
 
+    /// Whether the write may run alone in its lane's turn (by its writer, or by its caller
+    /// while the writer is idle), where groups bound their lock waits (`bounded`): only if its
+    /// statement alone bounds its own as a group does (a claim, a renewal, a receipt). Another
+    /// (a completion) may wait for a row that a handler's transaction holds for as long as
+    /// the transaction lasts: it runs alone, outside the turn, and only it waits.
+    fn may_run_in_turn(&self, bounded: bool) -> bool {
+        !bounded || self.grouped.is_some()
+    }
+
     /// Never groups the write when `alone`: it runs in a transaction of its own.
     pub(crate) fn alone_if(self, alone: bool) -> Self {
         Self { alone, ..self }
@@ -444,8 +464,8 @@ pub(crate) struct GroupCommitter<D: Dialect> {
     settings: GroupCommit,
     /// How a group's transaction begins.
     framing: Framing,
-    /// One queue per writer, once they run.
-    queues: std::sync::Mutex<Vec<mpsc::UnboundedSender<Queued>>>,
+    /// One lane per writer, once they run.
+    lanes: std::sync::Mutex<Vec<Lane>>,
     /// The next writer of a write without a lane.
     next: std::sync::atomic::AtomicUsize,
 }
@@ -467,7 +487,7 @@ impl<D: Dialect> GroupCommitter<D> {
                 begin: D::GROUP_BEGIN.map(|begin| statement(begin).into()),
                 open: D::GROUP_OPEN.map(|open| statement(open).into()),
             },
-            queues: std::sync::Mutex::new(Vec::new()),
+            lanes: std::sync::Mutex::new(Vec::new()),
             next: std::sync::atomic::AtomicUsize::new(0),
         }
     }
@@ -485,8 +505,38 @@ impl<D: Dialect> GroupCommitter<D> {
                 .await
                 .map_err(WriteError::Database);
         }
+        let lane = self.lane(write.lane);
+        if D::LONE_WRITE_BY_CALLER
+            && let Some(turn) = lane.idle()
+        {
+            let bounded = self.framing.open.is_some();
+            if !write.may_run_in_turn(bounded) {
+                drop(turn);
+                return write
+                    .run_alone(&self.pool)
+                    .await
+                    .map_err(WriteError::Database);
+            }
+            // As the writer writes a lone write: bounded as in a group, so that the lane's
+            // turn is never held long behind a row lock; alone with the store's bound
+            // otherwise.
+            let written = write.run_on_pool(&self.pool, bounded).await;
+            drop(turn);
+            return match written {
+                Ok(answer) => Ok(answer),
+                Err(_) if bounded => write
+                    .run_alone(&self.pool)
+                    .await
+                    .map_err(WriteError::Database),
+                Err(error) => Err(WriteError::Database(error)),
+            };
+        }
         let (reply, answer) = oneshot::channel();
-        if let Err(unsent) = self.sender(write.lane).send(Queued { write, reply }) {
+        lane.waiting
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        if let Err(unsent) = lane.sender.send(Queued { write, reply }) {
+            lane.waiting
+                .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
             // Its writer ended (its runtime shut down) since: the write runs alone.
             let write = unsent.0.write;
             return write
@@ -505,25 +555,25 @@ impl<D: Dialect> GroupCommitter<D> {
         }
     }
 
-    /// The queue of the writer of `lane` (any, for none), with the writers started (again,
+    /// The lane of the writer of `lane` (any, for none), with the writers started (again,
     /// after the runtime that ran them ended).
-    fn sender(&self, lane: Option<u64>) -> mpsc::UnboundedSender<Queued> {
-        let mut queues = self
-            .queues
+    fn lane(&self, lane: Option<u64>) -> Lane {
+        let mut lanes = self
+            .lanes
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        if queues.is_empty() || queues.iter().any(mpsc::UnboundedSender::is_closed) {
-            *queues = self.start_writers();
+        if lanes.is_empty() || lanes.iter().any(|lane| lane.sender.is_closed()) {
+            *lanes = self.start_writers();
         }
         let index = match lane {
             Some(lane) => lane as usize,
             None => self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-        } % queues.len();
-        queues[index].clone()
+        } % lanes.len();
+        lanes[index].clone()
     }
 
-    /// Starts the writers: their queues.
-    fn start_writers(&self) -> Vec<mpsc::UnboundedSender<Queued>> {
+    /// Starts the writers: their lanes.
+    fn start_writers(&self) -> Vec<Lane> {
         // Where the dialect says so (SQLite, whose connection runs on a thread of its own;
         // PostgreSQL, measured faster so at 64 connections), each writer runs on a thread of
         // its own, so that it is never queued behind the server's tasks between two
@@ -531,37 +581,45 @@ impl<D: Dialect> GroupCommitter<D> {
         // milliseconds). Not a blocking task of the runtime: a store that outlives its runtime
         // must not keep the runtime's shutdown waiting. Otherwise the writer is a task.
         let runtime = tokio::runtime::Handle::current();
-        let writer = |receiver| {
+        let writer = |receiver, lane: &Lane| {
             let waiting = Waiting {
                 receiver,
                 carried: None,
+                count: lane.waiting.clone(),
             };
             writer::<D>(
                 self.pool.clone(),
                 self.framing.clone(),
                 waiting,
+                lane.turn.clone(),
                 self.settings,
             )
         };
         (0..self.settings.writers)
             .map(|_| {
                 let (sender, receiver) = mpsc::unbounded_channel();
+                let lane = Lane {
+                    sender,
+                    waiting: Arc::default(),
+                    turn: Arc::default(),
+                };
                 if !D::GROUP_WRITER_THREAD {
-                    runtime.spawn(writer(receiver));
-                    return sender;
+                    runtime.spawn(writer(receiver, &lane));
+                    return lane;
                 }
-                let task = writer(receiver);
+                let task = writer(receiver, &lane);
                 let runtime_of_thread = runtime.clone();
                 let on_thread = std::thread::Builder::new()
                     .name("sangho-group-commit".to_owned())
                     .spawn(move || runtime_of_thread.block_on(task));
                 match on_thread {
-                    Ok(_) => sender,
+                    Ok(_) => lane,
                     Err(error) => {
                         tracing::warn!(%error, "no thread for a group commit writer: it runs as a task");
                         let (sender, receiver) = mpsc::unbounded_channel();
-                        runtime.spawn(writer(receiver));
-                        sender
+                        let lane = Lane { sender, ..lane };
+                        runtime.spawn(writer(receiver, &lane));
+                        lane
                     }
                 }
             })
@@ -577,10 +635,33 @@ struct Framing {
     open: Option<Arc<str>>,
 }
 
+/// A writer's lane: its queue, how many writes wait in it, and its turn to write.
+#[derive(Clone)]
+struct Lane {
+    sender: mpsc::UnboundedSender<Queued>,
+    /// The writes sent to the queue and not yet being written by the writer.
+    waiting: Arc<std::sync::atomic::AtomicUsize>,
+    /// Held by the writer while it writes a group, or by a caller that writes its lone write
+    /// itself: the writes of the lane never run at once, and run in the order they came.
+    turn: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl Lane {
+    /// The lane's turn, if its writer is idle and no write waits for it.
+    fn idle(&self) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+        let turn = self.turn.clone().try_lock_owned().ok()?;
+        // Counted before it is sent: a write sent before the turn was taken is seen here.
+        let none_waits = self.waiting.load(std::sync::atomic::Ordering::SeqCst) == 0;
+        none_waits.then_some(turn)
+    }
+}
+
 /// The writes waiting for a writer: the queue, and a write that did not fit the last group.
 struct Waiting {
     receiver: mpsc::UnboundedReceiver<Queued>,
     carried: Option<Queued>,
+    /// The lane's count of writes not yet being written.
+    count: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Waiting {
@@ -618,6 +699,7 @@ async fn writer<D: Dialect>(
     pool: Pool<D::Database>,
     framing: Framing,
     mut waiting: Waiting,
+    turn: Arc<tokio::sync::Mutex<()>>,
     settings: GroupCommit,
 ) {
     // The writer keeps its connection from one group to the next while writes wait, and
@@ -627,6 +709,13 @@ async fn writer<D: Dialect>(
         let Some(group) = waiting.next_group(settings).await else {
             return;
         };
+        // After a lone write its caller is writing, if any: it came first. The group's writes
+        // stop counting as waiting only once the turn is the writer's, so that no caller
+        // writes its own write before them.
+        let _turn = turn.lock().await;
+        waiting
+            .count
+            .fetch_sub(group.len(), std::sync::atomic::Ordering::SeqCst);
         commit::<D>(&pool, &mut connection, &framing, group).await;
         if waiting.is_empty() {
             connection = None;
@@ -649,6 +738,10 @@ async fn commit<D: Dialect>(
     if group.len() <= 1 {
         let bounded = framing.open.is_some();
         for queued in group {
+            if !queued.write.may_run_in_turn(bounded) {
+                let _ = queued.reply.send(Reply::RunAlone(queued.write));
+                continue;
+            }
             let reply = match queued.write.run_on_pool(pool, bounded).await {
                 Ok(answer) => Reply::Done(Ok(answer)),
                 Err(_) if bounded => Reply::RunAlone(queued.write),

@@ -1,4 +1,4 @@
-//! Group commit (on by default on SQLite; `GroupCommit::POSTGRES` on PostgreSQL): the writes waiting together are
+//! Group commit (on by default: `GroupCommit::SQLITE` on SQLite, `GroupCommit::POSTGRES` on PostgreSQL): the writes waiting together are
 //! written in one transaction, and each caller gets the answer its own statement gives.
 //!
 //! On SQLite:
@@ -20,7 +20,6 @@ use common::{postgres_store, sqlite_store_at};
 use sangho_webhook::{
     inbox::{
         EventState, FailedAttempt, Failure, Inbox, NextAttempt, Receipt, ReceivedEvent, TakeOrder,
-        TakenEvent,
     },
     store::{Claim, ClaimToken, Claimant, Completion, IdempotencyStore, Renewal, StoreError},
     testing::conformance::unique_event_id,
@@ -524,9 +523,10 @@ async fn with_grouping_off_each_write_commits_alone() {
 async fn a_row_held_by_a_handler_transaction_holds_up_no_other_claim_on_postgres() {
     let test_store = postgres_store("group_held", 16).await;
     let by_default = sangho_webhook_sqlx::PostgresStore::new(test_store.pool().clone());
-    assert!(
-        !by_default.group_commit().is_on(),
-        "PostgreSQL groups only when told to"
+    assert_eq!(
+        by_default.group_commit(),
+        GroupCommit::POSTGRES,
+        "PostgreSQL groups by default"
     );
     let store = test_store
         .store
@@ -589,13 +589,26 @@ async fn a_row_held_by_a_handler_transaction_holds_up_no_other_claim_on_postgres
     eprintln!("the slowest of 40 fresh claims beside a held row: {slowest:?}");
 }
 
-/// A worker's write of an event whose row a handler's transaction holds (after its own
-/// `complete_in`, say) waits for the row on a connection of its own: with PostgreSQL's group
-/// commit on (one writer, so that any write it waited behind would be held up), fresh claims
-/// and receipts are answered at once meanwhile. `write` is the worker's write.
-async fn a_held_row_holds_up_no_grouped_write<F, Fut>(label: &str, write: F)
+/// An event whose row a handler's transaction holds, and the token that holds the event.
+struct Held {
+    event_id: String,
+    token: ClaimToken,
+}
+
+impl Held {
+    fn claimant(&self) -> Claimant<'_> {
+        Claimant::new(&self.event_id, TYPE, &self.token)
+    }
+}
+
+/// A write of an event whose row a handler's transaction holds (after its own `complete_in`,
+/// say) waits for the row on a connection of its own: with PostgreSQL's group commit on (one
+/// writer, so that any write it waited behind would be held up), fresh claims and receipts are
+/// answered at once meanwhile. The event is received and taken by a worker (`inbox`), or
+/// claimed by a delivery; `write` is the write that waits.
+async fn a_held_row_holds_up_no_grouped_write<F, Fut>(label: &str, inbox: bool, write: F)
 where
-    F: FnOnce(sangho_webhook_sqlx::PostgresStore, TakenEvent) -> Fut,
+    F: FnOnce(sangho_webhook_sqlx::PostgresStore, Held) -> Fut,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
     let test_store = postgres_store(label, 16).await;
@@ -603,26 +616,31 @@ where
         .store
         .clone()
         .with_group_commit(GroupCommit::POSTGRES.with_writers(1));
-    let held = unique_event_id("held");
-    let body = Bytes::from_static(b"{}");
-    let received = ReceivedEvent::new(&held, TYPE, &body, &[], "/webhooks");
-    assert_eq!(store.receive(&received).await.unwrap(), Receipt::Stored);
-    let taken = store
-        .take(&ClaimToken::generate(), LEASE, TakeOrder::FreshFirst)
-        .await
-        .unwrap()
-        .expect("the event is due");
+    let held = Held {
+        event_id: unique_event_id("held"),
+        token: ClaimToken::generate(),
+    };
+    if inbox {
+        let body = Bytes::from_static(b"{}");
+        let received = ReceivedEvent::new(&held.event_id, TYPE, &body, &[], "/webhooks");
+        assert_eq!(store.receive(&received).await.unwrap(), Receipt::Stored);
+        let taken = store.take(&held.token, LEASE, TakeOrder::FreshFirst).await;
+        assert!(taken.unwrap().is_some(), "the event is due");
+    } else {
+        let claim = store.claim(held.claimant(), LEASE).await;
+        assert_eq!(claim.unwrap(), Claim::Acquired);
+    }
     let mut handler = store.pool().begin().await.unwrap();
     let lock = format!(
         "SELECT 1 FROM {} WHERE event_id = $1 FOR UPDATE",
         store.table()
     );
     sqlx::query(sqlx::AssertSqlSafe(lock))
-        .bind(&held)
+        .bind(&held.event_id)
         .execute(&mut *handler)
         .await
         .unwrap();
-    let waiting = tokio::spawn(write(store.clone(), taken));
+    let waiting = tokio::spawn(write(store.clone(), held));
     tokio::time::sleep(Duration::from_millis(300)).await;
     let mut fresh = JoinSet::new();
     for n in 0..20 {
@@ -643,16 +661,13 @@ where
         });
     }
     let answered = tokio::time::timeout(Duration::from_secs(3), fresh.join_all()).await;
-    let waited = answered.expect("fresh writes are answered while the worker's write waits");
+    let waited = answered.expect("fresh writes are answered while the held row's write waits");
     let slowest = waited.into_iter().max().unwrap_or_default();
     assert!(
         slowest < Duration::from_millis(1_000),
         "a fresh write waited {slowest:?}"
     );
-    assert!(
-        !waiting.is_finished(),
-        "the worker's write waits for its row"
-    );
+    assert!(!waiting.is_finished(), "the held row's write waits for it");
     handler.rollback().await.unwrap();
     waiting.await.unwrap();
 }
@@ -660,8 +675,8 @@ where
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
 async fn a_worker_completion_of_a_held_row_holds_up_no_grouped_write_on_postgres() {
-    a_held_row_holds_up_no_grouped_write("group_held_done", |store, taken| async move {
-        let completion = Inbox::complete(&store, &taken.claimant(), LEASE).await;
+    a_held_row_holds_up_no_grouped_write("group_held_done", true, |store, held| async move {
+        let completion = Inbox::complete(&store, &held.claimant(), LEASE).await;
         assert_eq!(completion.unwrap(), Completion::Recorded);
     })
     .await;
@@ -670,8 +685,8 @@ async fn a_worker_completion_of_a_held_row_holds_up_no_grouped_write_on_postgres
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
 async fn a_worker_renewal_of_a_held_row_holds_up_no_grouped_write_on_postgres() {
-    a_held_row_holds_up_no_grouped_write("group_held_renew", |store, taken| async move {
-        let renewal = Inbox::renew(&store, &taken.claimant(), LEASE).await;
+    a_held_row_holds_up_no_grouped_write("group_held_renew", true, |store, held| async move {
+        let renewal = Inbox::renew(&store, &held.claimant(), LEASE).await;
         assert_eq!(renewal.unwrap(), Renewal::Held);
     })
     .await;
@@ -680,9 +695,9 @@ async fn a_worker_renewal_of_a_held_row_holds_up_no_grouped_write_on_postgres() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
 async fn a_worker_failure_of_a_held_row_holds_up_no_grouped_write_on_postgres() {
-    a_held_row_holds_up_no_grouped_write("group_held_fail", |store, taken| async move {
+    a_held_row_holds_up_no_grouped_write("group_held_fail", true, |store, held| async move {
         let attempt = FailedAttempt::new("status 500", NextAttempt::After(LEASE));
-        let failed = Inbox::fail(&store, &taken.claimant(), &attempt).await;
+        let failed = Inbox::fail(&store, &held.claimant(), &attempt).await;
         assert_eq!(failed.unwrap(), Failure::Recorded);
     })
     .await;
@@ -691,10 +706,21 @@ async fn a_worker_failure_of_a_held_row_holds_up_no_grouped_write_on_postgres() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
 async fn a_redelivery_of_a_held_row_holds_up_no_grouped_write_on_postgres() {
-    a_held_row_holds_up_no_grouped_write("group_held_again", |store, taken| async move {
+    a_held_row_holds_up_no_grouped_write("group_held_again", true, |store, held| async move {
         let body = Bytes::from_static(b"{}");
-        let again = ReceivedEvent::new(&taken.event_id, TYPE, &body, &[], "/webhooks");
+        let again = ReceivedEvent::new(&held.event_id, TYPE, &body, &[], "/webhooks");
         assert_eq!(store.receive(&again).await.unwrap(), Receipt::Duplicate);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+async fn a_completion_of_a_held_row_holds_up_no_grouped_write_on_postgres() {
+    a_held_row_holds_up_no_grouped_write("group_held_complete", false, |store, held| async move {
+        let retention = Duration::from_secs(3600);
+        let completion = IdempotencyStore::complete(&store, held.claimant(), retention).await;
+        assert_eq!(completion.unwrap(), Completion::Recorded);
     })
     .await;
 }

@@ -130,6 +130,11 @@ mod sealed {
         /// answers from a thread of its own) rather than as tasks of the runtime.
         const GROUP_WRITER_THREAD: bool = false;
 
+        /// Whether a write that finds its writer idle, and no write waiting for it, is written
+        /// by its caller, as alone, instead of by the writer (where the hop to the writer's
+        /// thread and back costs a lone request more than its statement's round trip).
+        const LONE_WRITE_BY_CALLER: bool = false;
+
         /// The statement that opens a group's transaction after its `BEGIN` (PostgreSQL: the
         /// group's short lock timeout), if any.
         const GROUP_OPEN: Option<&'static str> = None;

@@ -21,7 +21,7 @@ use super::{
     sealed::{ManyTemplates, Templates},
 };
 use crate::{
-    Error, SqlStore, TableName,
+    Error, GroupCommit, SqlStore, TableName,
     group_commit::WriteError,
     queries::{Query, statement, statements, statements_for},
     store::Notifier,
@@ -164,12 +164,16 @@ impl Dialect for Postgres {
 
 impl Sealed for Postgres {
     const MAX_CONNECTIONS: u32 = 16;
+    const GROUP_COMMIT: GroupCommit = GroupCommit::POSTGRES;
     const GROUP_OPEN: Option<&'static str> =
         Some(include_str!("../../queries/postgres/group_open.sql"));
     const GROUP_LOCK_TIMEOUT: Option<Duration> = Some(Duration::from_millis(100));
     const GROUP_ASYNCHRONOUS: bool = false;
     // Measured faster at 64 connections than writers as tasks (BENCHMARKS.md, section 8).
     const GROUP_WRITER_THREAD: bool = true;
+    // The hop to the writer's thread and back cost a lone request 0.2 ms (BENCHMARKS.md,
+    // section 8).
+    const LONE_WRITE_BY_CALLER: bool = true;
     const MANY: Option<ManyTemplates> = Some(ManyTemplates {
         claim: include_str!("../../queries/postgres/claim_many.sql"),
         state: None,
