@@ -1027,13 +1027,14 @@ impl Kind {
                 let mut store = PostgresStore::connect(&url)
                     .await?
                     .with_table_name(format!("bench_http_load_{tag}"))?;
+                let mut settings = store.group_commit();
                 if group.postgres_writers > 0 {
-                    let mut settings = GroupCommit::POSTGRES.with_writers(group.postgres_writers);
-                    if let Some(max) = group.max {
-                        settings = settings.with_max_operations(max);
-                    }
-                    store = store.with_group_commit(settings);
+                    settings = settings.with_writers(group.postgres_writers);
                 }
+                if let Some(max) = group.max {
+                    settings = settings.with_max_operations(max);
+                }
+                store = store.with_group_commit(settings);
                 store.migrate().await?;
                 // The same pool size and timeout as `PostgresStore::connect`'s.
                 let pool = PgPoolOptions::new()
@@ -1306,11 +1307,11 @@ struct Args {
         default_value = "0"
     )]
     receipt_order: String,
-    /// The most writes per group commit of the SQLite (and grouped PostgreSQL) store [default:
+    /// The most writes per group commit of the SQLite and PostgreSQL stores [default:
     /// GroupCommit::SQLITE's, GroupCommit::POSTGRES's]
     #[arg(long, value_name = "N", env = "SANGHO_LOAD_GROUP_MAX")]
     group_max: Option<usize>,
-    /// Groups the PostgreSQL store's writes with this many writers (GroupCommit::POSTGRES);
+    /// The PostgreSQL store's group commit writers (GroupCommit::POSTGRES's two by default);
     /// 0: the store's default
     #[arg(
         long,
