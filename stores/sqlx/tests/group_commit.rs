@@ -16,7 +16,7 @@ mod common;
 use std::{sync::Arc, time::Duration};
 
 use bytes::Bytes;
-use common::{postgres_store, sqlite_store_at};
+use common::{postgres_row_held, postgres_store, sqlite_store_at};
 use sangho_webhook::{
     inbox::{
         EventState, FailedAttempt, Failure, Inbox, NextAttempt, Receipt, ReceivedEvent, TakeOrder,
@@ -537,16 +537,7 @@ async fn a_row_held_by_a_handler_transaction_holds_up_no_other_claim_on_postgres
     assert_eq!(store.claim(claimant, LEASE).await.unwrap(), Claim::Acquired);
     // A handler's transaction holds the event's row for 2.5 s, longer than the store's lock
     // timeout (2 s).
-    let mut handler = store.pool().begin().await.unwrap();
-    let lock = format!(
-        "SELECT 1 FROM {} WHERE event_id = $1 FOR UPDATE",
-        store.table()
-    );
-    sqlx::query(sqlx::AssertSqlSafe(lock))
-        .bind(&held)
-        .execute(&mut *handler)
-        .await
-        .unwrap();
+    let handler = postgres_row_held(&store, &held).await;
     let redelivery = tokio::spawn({
         let (store, held) = (store.clone(), held.clone());
         async move {
@@ -630,16 +621,7 @@ where
         let claim = store.claim(held.claimant(), LEASE).await;
         assert_eq!(claim.unwrap(), Claim::Acquired);
     }
-    let mut handler = store.pool().begin().await.unwrap();
-    let lock = format!(
-        "SELECT 1 FROM {} WHERE event_id = $1 FOR UPDATE",
-        store.table()
-    );
-    sqlx::query(sqlx::AssertSqlSafe(lock))
-        .bind(&held.event_id)
-        .execute(&mut *handler)
-        .await
-        .unwrap();
+    let handler = postgres_row_held(&store, &held.event_id).await;
     let waiting = tokio::spawn(write(store.clone(), held));
     tokio::time::sleep(Duration::from_millis(300)).await;
     let mut fresh = JoinSet::new();
@@ -785,16 +767,7 @@ async fn claims_completions_and_receipts_of_many_events_in_one_group_on_postgres
     // lock timeout), while the group queues behind it.
     let (blocker, owner) = (unique_event_id("blocker"), ClaimToken::generate());
     assert_eq!(acquire(&blocker, &owner).await, Claim::Acquired);
-    let mut handler = test_store.pool().begin().await.unwrap();
-    let lock = format!(
-        "SELECT 1 FROM {} WHERE event_id = $1 FOR UPDATE",
-        test_store.table()
-    );
-    sqlx::query(sqlx::AssertSqlSafe(lock))
-        .bind(&blocker)
-        .execute(&mut *handler)
-        .await
-        .unwrap();
+    let handler = postgres_row_held(&test_store, &blocker).await;
     let blocked = tokio::spawn(acquire(&blocker, &ClaimToken::generate()));
     tokio::time::sleep(Duration::from_millis(20)).await;
     let mut claims = JoinSet::new();

@@ -520,14 +520,12 @@ mod lock_waits {
 
     use std::time::{Duration, Instant};
 
+    use crate::common::{TYPE, postgres_row_held, postgres_store};
     use bytes::Bytes;
     use sangho_webhook::{
         inbox::{Inbox, Receipt, ReceivedEvent},
         testing::conformance::unique_event_id,
     };
-    use sangho_webhook_sqlx::sqlx::{self, AssertSqlSafe};
-
-    use crate::common::{TYPE, postgres_store};
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     #[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
@@ -541,16 +539,7 @@ mod lock_waits {
         let body = Bytes::from_static(b"{}");
         let event = ReceivedEvent::new(&id, TYPE, &body, &[], "/webhooks");
         assert_eq!(store.receive(&event).await.unwrap(), Receipt::Stored);
-        let mut handler = store.pool().begin().await.unwrap();
-        let lock = format!(
-            "SELECT 1 FROM {} WHERE event_id = $1 FOR UPDATE",
-            store.table()
-        );
-        sqlx::query(AssertSqlSafe(lock))
-            .bind(&id)
-            .execute(&mut *handler)
-            .await
-            .unwrap();
+        let handler = postgres_row_held(&store, &id).await;
 
         let started = Instant::now();
         let redelivery = tokio::time::timeout(Duration::from_secs(5), store.receive(&event)).await;

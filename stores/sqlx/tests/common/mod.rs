@@ -330,6 +330,26 @@ pub async fn grouped_postgres_store(label: &str, connections: u32) -> TestStore<
     test_store
 }
 
+/// A transaction on a connection of `store`'s pool that holds the row of event `id`
+/// (`SELECT … FOR UPDATE`), as a handler's own transaction may: the row is free once it ends
+/// (or is dropped).
+pub async fn postgres_row_held(
+    store: &PostgresStore,
+    id: &str,
+) -> sqlx::Transaction<'static, sqlx::Postgres> {
+    let mut holder = store.pool().begin().await.unwrap();
+    let lock = format!(
+        "SELECT 1 FROM {} WHERE event_id = $1 FOR UPDATE",
+        store.table()
+    );
+    sqlx::query(sqlx::AssertSqlSafe(lock))
+        .bind(id)
+        .execute(&mut *holder)
+        .await
+        .expect("the event's row is held");
+    holder
+}
+
 /// A PostgreSQL store on `table` (not migrated), over a new pool of `connections`.
 pub async fn postgres_store_on(table: &str, connections: u32) -> PostgresStore {
     let pool = pool_options(connections)
