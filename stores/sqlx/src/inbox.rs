@@ -240,14 +240,14 @@ impl<D: Dialect> Inbox for SqlStore<D> {
             true => {
                 let lane = event.ordering_key.unwrap_or(event.event_id);
                 let many = self.grouped_queries().many.as_ref();
+                let mut receipt = Write::text(&receive.sql, &receive.binds(&binds))
+                    .in_lane_of(lane)
+                    .in_many(many.map(|many| &many.receive));
                 // Alone, it waits for a held row as long as a group would, then its caller
                 // runs it again with the store's own bound.
-                let grouped = self.grouped_queries().inbox.as_ref();
-                let grouped = grouped.map_or(receive, |inbox| &inbox.receive);
-                let receipt = Write::text(&receive.sql, &receive.binds(&binds))
-                    .in_lane_of(lane)
-                    .grouped_as(&grouped.sql)
-                    .in_many(many.map(|many| &many.receive));
+                if let Some(grouped) = self.grouped_queries().inbox.as_ref() {
+                    receipt = receipt.grouped_as(&grouped.receive.sql);
+                }
                 self.write(receipt)
                     .await
                     .map(Answer::into_text)
