@@ -38,10 +38,10 @@ use crate::{
 };
 
 /// How a store groups concurrent writes into one commit (see the crate's README, "Group
-/// commit"). [`SqliteStore`](crate::SqliteStore) groups by default
-/// ([`GroupCommit::SQLITE`]), and so does [`PostgresStore`](crate::PostgresStore)
-/// ([`GroupCommit::POSTGRES`]); `MariaDbStore` does not ([`GroupCommit::OFF`]: each operation
-/// in its own commit).
+/// commit"). Every store groups by default: [`SqliteStore`](crate::SqliteStore) with
+/// [`GroupCommit::SQLITE`], [`PostgresStore`](crate::PostgresStore) with
+/// [`GroupCommit::POSTGRES`] and `MariaDbStore` with [`GroupCommit::MARIADB`];
+/// [`GroupCommit::OFF`] writes each operation in its own commit.
 ///
 /// ```
 /// # #[cfg(feature = "sqlite")] {
@@ -82,6 +82,19 @@ impl GroupCommit {
     /// waiting for it, is written by its caller at once. See the crate's README for what it
     /// gains and costs.
     pub const POSTGRES: Self = Self {
+        max_operations: 64,
+        max_bytes: 4 << 20,
+        writers: 2,
+    };
+
+    /// MariaDB's default: two commits at once, each on a connection of the pool, up to 64
+    /// writes or 4 MiB of bound values each (well under the server's default
+    /// `max_allowed_packet`, 16 MiB); a write that finds its writer idle, and no write
+    /// waiting for it, is written by its caller at once. A group waits for no row lock: one
+    /// that meets a row another transaction holds is rolled back, and each of its writes runs
+    /// again on its own. Inbox mode's writes are not grouped on MariaDB. See the crate's
+    /// README for what it gains and costs.
+    pub const MARIADB: Self = Self {
         max_operations: 64,
         max_bytes: 4 << 20,
         writers: 2,
@@ -333,10 +346,13 @@ impl Write {
         }
     }
 
-    /// Runs `grouped` instead of the statement when the write is part of a group.
+    /// Runs `grouped` instead of the statement when the write is part of a group: the
+    /// statement with the group's bound on its lock wait. The same text bounds nothing more
+    /// (a completion where the group bounds its waits itself, a claim whose store's lock
+    /// timeout is already as short): the write has no statement of its own for groups.
     pub(crate) fn grouped_as(self, grouped: &Arc<str>) -> Self {
         Self {
-            grouped: Some(grouped.clone()),
+            grouped: (**grouped != *self.sql).then(|| grouped.clone()),
             ..self
         }
     }
@@ -486,6 +502,7 @@ impl<D: Dialect> GroupCommitter<D> {
             framing: Framing {
                 begin: D::GROUP_BEGIN.map(|begin| statement(begin).into()),
                 open: D::GROUP_OPEN.map(|open| statement(open).into()),
+                bounded: D::GROUP_LOCK_TIMEOUT.is_some(),
             },
             lanes: std::sync::Mutex::new(Vec::new()),
             next: std::sync::atomic::AtomicUsize::new(0),
@@ -509,7 +526,7 @@ impl<D: Dialect> GroupCommitter<D> {
         if D::LONE_WRITE_BY_CALLER
             && let Some(turn) = lane.idle()
         {
-            let bounded = self.framing.open.is_some();
+            let bounded = self.framing.bounded;
             if !write.may_run_in_turn(bounded) {
                 drop(turn);
                 return write
@@ -628,11 +645,15 @@ impl<D: Dialect> GroupCommitter<D> {
 }
 
 /// How a group's transaction begins: its `BEGIN` (`None`: the database's default), and the
-/// statement that opens it, if any.
+/// statement that opens it, if any; and whether its writes bound their lock waits.
 #[derive(Debug, Clone)]
 struct Framing {
     begin: Option<Arc<str>>,
     open: Option<Arc<str>>,
+    /// The group's writes wait for a row lock no longer than the dialect's bound for groups
+    /// (`GROUP_LOCK_TIMEOUT`: PostgreSQL's 100 ms, MariaDB's none), and a lone write runs
+    /// in the writer's turn only if its statement bounds its own wait so.
+    bounded: bool,
 }
 
 /// A writer's lane: its queue, how many writes wait in it, and its turn to write.
@@ -736,7 +757,7 @@ async fn commit<D: Dialect>(
     // lock waits, it runs as in a group (its statement bounds its own), and if it fails, its
     // caller runs it again alone: the writer never waits long behind a row lock.
     if group.len() <= 1 {
-        let bounded = framing.open.is_some();
+        let bounded = framing.bounded;
         for queued in group {
             if !queued.write.may_run_in_turn(bounded) {
                 let _ = queued.reply.send(Reply::RunAlone(queued.write));

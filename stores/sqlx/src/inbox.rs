@@ -242,7 +242,7 @@ impl<D: Dialect> Inbox for SqlStore<D> {
                 let many = self.grouped_queries().many.as_ref();
                 let mut receipt = Write::text(&receive.sql, &receive.binds(&binds))
                     .in_lane_of(lane)
-                    .in_many(many.map(|many| &many.receive));
+                    .in_many(many.and_then(|many| many.receive.as_ref()));
                 // Alone, it waits for a held row as long as a group would, then its caller
                 // runs it again with the store's own bound.
                 if let Some(grouped) = self.grouped_queries().inbox.as_ref() {

@@ -3,7 +3,8 @@
 //! and settings ([`Queries`]), and the decoding of the claim's answer ([`ClaimRow`]).
 //!
 //! The placeholder convention of the files is documented in `queries/README.md`: `{table}`,
-//! `{lock_timeout_ms}`, `{lock_timeout_s}` and `{asynchronous_commit}`, and the index names of
+//! `{lock_timeout_ms}`, `{lock_timeout_s}`, `{completion_lock_timeout_s}` and
+//! `{asynchronous_commit}`, and the index names of
 //! the migration script (`idx_webhook_<name>`), each substituted here and nowhere else.
 
 use std::{sync::Arc, time::Duration};
@@ -44,7 +45,7 @@ pub(crate) struct Queries {
 pub(crate) struct ManyQueries {
     pub(crate) claim: Arc<Many>,
     pub(crate) complete: Arc<Many>,
-    pub(crate) receive: Arc<Many>,
+    pub(crate) receive: Option<Arc<Many>>,
     pub(crate) inbox_complete: Option<Arc<Many>>,
     pub(crate) inbox_take: Option<Arc<Many>>,
 }
@@ -87,22 +88,49 @@ pub(crate) struct InboxQueries {
 }
 
 impl Queries {
+    /// The statements of a store with `lock_timeout`, as each runs on its own.
     pub(crate) fn new<D: Sealed>(
         table: &TableName,
         synchronous_claims: bool,
         lock_timeout: Duration,
     ) -> Self {
+        Self::rendered::<D>(table, synchronous_claims, lock_timeout, false)
+    }
+
+    /// The statements as a group commit runs them, with the group's `lock_timeout`: on
+    /// MariaDB a zero timeout is no wait at all, and its completions wait no longer than its
+    /// claims.
+    pub(crate) fn grouped<D: Sealed>(
+        table: &TableName,
+        synchronous_claims: bool,
+        lock_timeout: Duration,
+    ) -> Self {
+        Self::rendered::<D>(table, synchronous_claims, lock_timeout, true)
+    }
+
+    fn rendered<D: Sealed>(
+        table: &TableName,
+        synchronous_claims: bool,
+        lock_timeout: Duration,
+        in_group: bool,
+    ) -> Self {
         let templates = D::SQL;
+        let seconds = match (in_group, lock_timeout.is_zero()) {
+            (true, true) => 0,
+            _ => whole(lock_timeout, Duration::from_secs(1), MAX_LOCK_TIMEOUT_S),
+        };
+        let completion_seconds = match in_group {
+            true => seconds.to_string(),
+            false => "@@SESSION.innodb_lock_wait_timeout".to_owned(),
+        };
         let placeholders = [
             ("{table}", table.as_str().to_owned()),
             (
                 "{lock_timeout_ms}",
                 whole(lock_timeout, Duration::from_millis(1), MAX_LOCK_TIMEOUT_MS).to_string(),
             ),
-            (
-                "{lock_timeout_s}",
-                whole(lock_timeout, Duration::from_secs(1), MAX_LOCK_TIMEOUT_S).to_string(),
-            ),
+            ("{lock_timeout_s}", seconds.to_string()),
+            ("{completion_lock_timeout_s}", completion_seconds),
             ("{asynchronous_commit}", (!synchronous_claims).to_string()),
         ];
         // An index named as in the migration script (`idx_webhook_<name>`) is renamed for the
@@ -153,9 +181,12 @@ impl Queries {
             discard: query(inbox.discard),
         });
         let many = D::MANY.map(|many| ManyQueries {
-            claim: Arc::new(Many::new(one(many.claim), many.state.map(one))),
+            claim: Arc::new(
+                Many::new(one(many.claim), many.state.map(one))
+                    .acquired_by(many.claim_by_owner.then(claim_token_bind::<D>)),
+            ),
             complete: Arc::new(Many::new(one(many.complete), None)),
-            receive: Arc::new(Many::new(one(many.receive), None)),
+            receive: many.receive.map(|sql| Arc::new(Many::new(one(sql), None))),
             inbox_complete: many
                 .inbox_complete
                 .map(|sql| Arc::new(Many::new(one(sql), None))),
@@ -207,6 +238,15 @@ pub(crate) fn statement(file: &str) -> String {
     let mut statements = statements(file);
     assert_eq!(statements.len(), 1, "one statement in {file}");
     statements.remove(0)
+}
+
+/// Which of the claim statement's binds is the claim's token.
+fn claim_token_bind<D: Sealed>() -> usize {
+    D::SQL
+        .claim_binds
+        .iter()
+        .position(|&bind| bind == 2)
+        .expect("a claim binds its token")
 }
 
 /// The longest lock timeout PostgreSQL accepts, in milliseconds (`INT_MAX`).
@@ -299,12 +339,14 @@ mod tests {
         assert_eq!(statements(file), ["SET a = 1", "SELECT 1\nFROM t"]);
     }
 
-    #[cfg(any(feature = "sqlite", feature = "postgres"))]
-    /// The `ON CONFLICT …` clause of an SQL file up to its `RETURNING`, comments left out and
-    /// whitespace folded, with `replace` applied.
+    /// The `ON CONFLICT …` (MariaDB: `ON DUPLICATE KEY UPDATE …`) clause of an SQL file up
+    /// to its `RETURNING`, comments left out and whitespace folded, with `replace` applied.
     fn conflict_clause(file: &str, replace: &[(&str, &str)]) -> String {
         let code = statements(file).join(";\n");
-        let start = code.find("ON CONFLICT").expect("an upsert");
+        let start = code
+            .find("ON CONFLICT")
+            .or_else(|| code.find("ON DUPLICATE KEY UPDATE"))
+            .expect("an upsert");
         let end = start + code[start..].find("RETURNING").expect("its RETURNING");
         // `EXCLUDED` is a keyword: its case is the file's.
         let folded = code[start..end]
@@ -317,7 +359,6 @@ mod tests {
             .fold(folded, |clause, (from, to)| clause.replace(from, to))
     }
 
-    #[cfg(any(feature = "sqlite", feature = "postgres"))]
     /// Each statement of many rows resolves a conflict as its one-row statement does (the
     /// files repeat the clause, so that each reads as SQL on its own).
     fn many_rows_resolve_conflicts_as_one_row<D: crate::dialect::Sealed>(token: &str) {
@@ -328,10 +369,18 @@ mod tests {
         for (one, many, replace) in [
             (D::SQL.claim, many.claim, &[][..]),
             (D::SQL.complete, many.complete, &by_owner[..]),
-            (inbox.receive.0, many.receive, &[][..]),
-        ] {
+        ]
+        .into_iter()
+        .chain(many.receive.map(|many| (inbox.receive.0, many, &[][..])))
+        {
             assert_eq!(conflict_clause(one, replace), conflict_clause(many, &[]));
         }
+    }
+
+    #[cfg(feature = "mariadb")]
+    #[test]
+    fn mariadb_s_statements_of_many_rows_resolve_conflicts_as_one_row() {
+        many_rows_resolve_conflicts_as_one_row::<crate::dialect::MariaDb>("?");
     }
 
     #[cfg(feature = "sqlite")]

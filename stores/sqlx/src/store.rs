@@ -205,7 +205,7 @@ impl<D: Dialect> SqlStore<D> {
             (TableName::default(), true, Self::LOCK_TIMEOUT);
         Self {
             queries: Arc::new(Queries::new::<D>(&table, synchronous_claims, lock_timeout)),
-            grouped: Arc::new(Queries::new::<D>(
+            grouped: Arc::new(Queries::grouped::<D>(
                 &table,
                 synchronous_claims,
                 grouped_lock_timeout::<D>(lock_timeout),
@@ -248,7 +248,7 @@ impl<D: Dialect> SqlStore<D> {
                 self.synchronous_claims,
                 self.lock_timeout,
             )),
-            grouped: Arc::new(Queries::new::<D>(
+            grouped: Arc::new(Queries::grouped::<D>(
                 &self.table,
                 self.synchronous_claims,
                 grouped_lock_timeout::<D>(self.lock_timeout),
@@ -605,6 +605,7 @@ impl<D: Dialect> IdempotencyStore for SqlStore<D> {
                 .owned(
                     Write::text(&self.queries.complete, &binds)
                         .in_lane_of(claimant.event_id)
+                        .grouped_as(&self.grouped.complete)
                         .in_many(self.grouped.many.as_ref().map(|many| &many.complete)),
                     token,
                 )
@@ -692,13 +693,42 @@ mod tests {
         let bound = "SET STATEMENT innodb_lock_wait_timeout = 2, lock_wait_timeout = 2 FOR\nINSERT";
         assert!(queries.claim.starts_with(bound), "{}", queries.claim);
         assert!(queries.renew.starts_with(bound), "{}", queries.renew);
-        let unbounded = [Some(&queries.complete), Some(&queries.release)];
-        for unbounded in unbounded
-            .into_iter()
-            .chain([queries.state.as_ref()])
-            .flatten()
-        {
-            assert!(!unbounded.contains("lock_wait_timeout"), "{unbounded}");
+        // A completion waits as the session says; a release as well.
+        let session = "SET STATEMENT innodb_lock_wait_timeout = @@SESSION.innodb_lock_wait_timeout FOR\nINSERT";
+        assert!(
+            queries.complete.starts_with(session),
+            "{}",
+            queries.complete
+        );
+        assert!(
+            !queries.release.contains("lock_wait_timeout"),
+            "{}",
+            queries.release
+        );
+    }
+
+    #[cfg(feature = "mariadb")]
+    #[test]
+    fn mariadb_groups_wait_for_no_row_lock() {
+        use crate::dialect::{MariaDb, Sealed};
+        let table = crate::TableName::default();
+        let timeout =
+            super::grouped_lock_timeout::<MariaDb>(super::SqlStore::<MariaDb>::LOCK_TIMEOUT);
+        assert_eq!(timeout, Duration::ZERO);
+        let grouped = crate::queries::Queries::grouped::<MariaDb>(&table, true, timeout);
+        let none = "SET STATEMENT innodb_lock_wait_timeout = 0, lock_wait_timeout = 0 FOR\nINSERT";
+        assert!(grouped.claim.starts_with(none), "{}", grouped.claim);
+        assert!(grouped.renew.starts_with(none), "{}", grouped.renew);
+        let none = "SET STATEMENT innodb_lock_wait_timeout = 0 FOR\nINSERT";
+        assert!(grouped.complete.starts_with(none), "{}", grouped.complete);
+        let many = <MariaDb as Sealed>::MANY.expect("statements of many rows");
+        // The statements of many rows run only in groups, with the group's bound.
+        for file in [many.claim, many.complete] {
+            assert!(
+                file.contains("innodb_lock_wait_timeout = {lock_timeout_s}")
+                    || file.contains("innodb_lock_wait_timeout = {completion_lock_timeout_s}"),
+                "{file}"
+            );
         }
     }
 }

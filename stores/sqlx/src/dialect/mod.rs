@@ -22,7 +22,9 @@ pub use postgres::Postgres;
     allow(unused_imports)
 )]
 pub(crate) use sealed::InboxTemplates;
-pub(crate) use sealed::{Bind, Driver, KeyOf, RecordRow, Sealed, StatsRow, SummaryRow, TakenRow};
+pub(crate) use sealed::{
+    Bind, Driver, KeyOf, ManyRows, RecordRow, Sealed, StatsRow, SummaryRow, TakenRow,
+};
 #[cfg(feature = "sqlite")]
 pub use sqlite::Sqlite;
 use sqlx::{
@@ -153,6 +155,14 @@ mod sealed {
         /// The statements that write many operations of one kind at once in a group commit
         /// (`*_many.sql`), where the dialect has them.
         const MANY: Option<ManyTemplates> = None;
+
+        /// How a statement of many rows writes its rows in place of `{rows}`: `(…), (…)`
+        /// by default, for a `VALUES`.
+        const MANY_ROWS: ManyRows = ManyRows {
+            open: "(",
+            close: ")",
+            between: ", ",
+        };
 
         /// The placeholder of the bind at `position` (from 1) in a statement of many rows,
         /// which binds `bind` there: `?` by default.
@@ -303,6 +313,15 @@ mod sealed {
         pub(crate) inbox: Option<InboxTemplates>,
     }
 
+    /// How the rows of a statement of many rows are written: each row's placeholders,
+    /// comma-separated, between `open` and `close`, and the rows joined by `between`.
+    #[derive(Debug, Clone, Copy)]
+    pub struct ManyRows {
+        pub(crate) open: &'static str,
+        pub(crate) close: &'static str,
+        pub(crate) between: &'static str,
+    }
+
     /// The statements of many rows (`*_many.sql`): each writes many operations of one kind
     /// in one statement, each row as the operation's own statement writes it, and answers
     /// (`event_id`, answer) for the rows it wrote (see `queries/README.md`).
@@ -310,13 +329,18 @@ mod sealed {
     pub struct ManyTemplates {
         /// `claim_many.sql`, binding the claim's binds in their order.
         pub(crate) claim: &'static str,
+        /// Whether `claim` answers a claim in flight by its owner (`in_flight <token>`),
+        /// which the store reads as `acquired` for the claim of that token: where a
+        /// statement of many rows cannot compare a row with the values it wrote for it.
+        pub(crate) claim_by_owner: bool,
         /// `state_many.sql`, where `claim` answers only the claims it acquired: the state of
         /// the others.
         pub(crate) state: Option<&'static str>,
         /// `complete_many.sql`, binding the completion's binds in their order.
         pub(crate) complete: &'static str,
-        /// `inbox_receive_many.sql`, binding the receipt's binds in their order.
-        pub(crate) receive: &'static str,
+        /// `inbox_receive_many.sql`, binding the receipt's binds in their order, where the
+        /// group commit writes receipts.
+        pub(crate) receive: Option<&'static str>,
         /// `inbox_complete_many.sql`, binding a worker's completion's binds in their order,
         /// where the group commit writes the workers' completions (not where the dialect
         /// serves them in turns).

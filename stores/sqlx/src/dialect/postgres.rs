@@ -176,9 +176,12 @@ impl Sealed for Postgres {
     const LONE_WRITE_BY_CALLER: bool = true;
     const MANY: Option<ManyTemplates> = Some(ManyTemplates {
         claim: include_str!("../../queries/postgres/claim_many.sql"),
+        claim_by_owner: false,
         state: None,
         complete: include_str!("../../queries/postgres/complete_many.sql"),
-        receive: include_str!("../../queries/postgres/inbox_receive_many.sql"),
+        receive: Some(include_str!(
+            "../../queries/postgres/inbox_receive_many.sql"
+        )),
         // The workers' completions are served in turns (`inbox_completed`).
         inbox_complete: None,
         inbox_take: None,

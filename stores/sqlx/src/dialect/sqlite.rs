@@ -55,9 +55,10 @@ impl Sealed for Sqlite {
     const GROUP_BEGIN: Option<&'static str> = Some(BEGIN_WRITE);
     const MANY: Option<ManyTemplates> = Some(ManyTemplates {
         claim: include_str!("../../queries/sqlite/claim_many.sql"),
+        claim_by_owner: false,
         state: Some(include_str!("../../queries/sqlite/state_many.sql")),
         complete: include_str!("../../queries/sqlite/complete_many.sql"),
-        receive: include_str!("../../queries/sqlite/inbox_receive_many.sql"),
+        receive: Some(include_str!("../../queries/sqlite/inbox_receive_many.sql")),
         inbox_complete: Some(include_str!("../../queries/sqlite/inbox_complete_many.sql")),
         inbox_take: Some(include_str!("../../queries/sqlite/inbox_take_many.sql")),
     });

@@ -9,7 +9,7 @@ use std::{
 
 use super::{Answer, Value};
 use crate::{
-    dialect::{Bind, Dialect, Driver, TakenRow},
+    dialect::{Bind, Dialect, Driver, ManyRows, TakenRow},
     plans::{Generations, in_generation},
 };
 
@@ -23,6 +23,10 @@ pub(crate) struct Many {
     otherwise: Option<Arc<str>>,
     /// Whether `sql` answers taken events (by the token each was taken under), not texts.
     taking: bool,
+    /// Where `sql` answers a claim in flight by its owner (`in_flight <token>`, MariaDB's
+    /// claims): the bind of each row that holds its claim's token. The row's own token is
+    /// answered `acquired`, another's `in_flight`, as the one-row statement answers.
+    acquired_by: Option<usize>,
     /// The statements with their placeholders, by row count (a power of two: few statements
     /// to prepare, each prepared once per connection and planned again as the table grows).
     rendered: Mutex<HashMap<(usize, usize), Rendered>>,
@@ -52,6 +56,7 @@ impl Many {
             sql,
             otherwise,
             taking: false,
+            acquired_by: None,
             rendered: Mutex::new(HashMap::new()),
             generations: Generations::default(),
         }
@@ -63,6 +68,15 @@ impl Many {
         Self {
             taking: true,
             ..Self::new(sql, None)
+        }
+    }
+
+    /// A statement of claims that answers a claim in flight by its owner, the claim's token
+    /// being the row's bind at `token` (`None`: it answers each status itself).
+    pub(crate) fn acquired_by(self, token: Option<usize>) -> Self {
+        Self {
+            acquired_by: token,
+            ..self
         }
     }
 
@@ -85,13 +99,14 @@ impl Many {
                 .enumerate()
                 .map(|(column, value)| D::placeholder(index * width + column + 1, value.bind()))
                 .collect();
-            format!("({})", values.join(", "))
+            let ManyRows { open, close, .. } = D::MANY_ROWS;
+            format!("{open}{}{close}", values.join(", "))
         };
         let rows: Vec<String> = (0..count).map(row).collect();
         let ids: Vec<String> = (0..count)
             .map(|index| D::placeholder(index + 1, Bind::Text("")))
             .collect();
-        let statement = self.sql.replace("{rows}", &rows.join(", "));
+        let statement = self.sql.replace("{rows}", &rows.join(D::MANY_ROWS.between));
         let renewed = Rendered {
             sql: in_generation(&statement, generation).into(),
             otherwise: self.otherwise.as_ref().map(|otherwise| {
@@ -170,8 +185,24 @@ impl Many {
         }
         Ok(rows
             .iter()
-            .map(|row| Answer::Text(answered.remove(row.id).flatten()))
+            .map(|row| {
+                let answer = answered.remove(row.id).flatten();
+                Answer::Text(match self.acquired_by {
+                    Some(token) => answer.map(|answer| acquired_by(answer, row.binds.get(token))),
+                    None => answer,
+                })
+            })
             .collect())
+    }
+}
+
+/// A claim's status from an answer that names a claim in flight by its owner: `acquired`
+/// where the owner is the claim's own `token`.
+fn acquired_by(answer: String, token: Option<&Value>) -> String {
+    match (answer.strip_prefix("in_flight "), token) {
+        (Some(owner), Some(Value::Text(token))) if owner == token => "acquired".to_owned(),
+        (Some(_), _) => "in_flight".to_owned(),
+        (None, _) => answer,
     }
 }
 

@@ -290,9 +290,14 @@ pub async fn mariadb_store_on(table: &str, connections: u32) -> MariaDbStore {
         .connect(&mariadb_url())
         .await
         .expect("MariaDB is reachable (set SANGHO_TEST_MYSQL_URL)");
-    MariaDbStore::new(pool)
+    let store = MariaDbStore::new(pool)
         .with_table_name(table)
-        .expect("a valid table name")
+        .expect("a valid table name");
+    // The whole MariaDB suite again with grouping off: SANGHO_TEST_MARIADB_GROUP=0.
+    match std::env::var("SANGHO_TEST_MARIADB_GROUP").as_deref() {
+        Ok("0") => store.with_group_commit(sangho_webhook_sqlx::GroupCommit::OFF),
+        _ => store,
+    }
 }
 
 impl<S: IdempotencyStore + Clone> TestStore<S> {

@@ -1,0 +1,256 @@
+//! MariaDB's group commit (on by default, `GroupCommit::MARIADB`; ignored by default: run with
+//! `--include-ignored`, URL from `SANGHO_TEST_MYSQL_URL`): the claims and completions waiting
+//! together are written in one transaction (`claim_many.sql`, `complete_many.sql`), each
+//! caller gets the answer its own statement gives, and a row held by a handler's transaction
+//! holds up no other write of the group it lands in.
+
+mod common;
+
+use std::time::Duration;
+
+use common::mariadb_store;
+use sangho_webhook::{
+    store::{Claim, ClaimToken, Claimant, Completion, IdempotencyStore, Renewal},
+    testing::conformance::unique_event_id,
+};
+use sangho_webhook_sqlx::{GroupCommit, MariaDbStore, sqlx};
+use tokio::task::JoinSet;
+
+const LEASE: Duration = Duration::from_secs(30);
+const RETENTION: Duration = Duration::from_secs(3600);
+const TYPE: &str = "charge.succeeded";
+
+async fn claim(store: &MariaDbStore, id: &str, token: &ClaimToken) -> Claim {
+    store
+        .claim(Claimant::new(id, TYPE, token), LEASE)
+        .await
+        .expect("no claim fails")
+}
+
+async fn complete(store: &MariaDbStore, id: &str, token: &ClaimToken) -> Completion {
+    IdempotencyStore::complete(store, Claimant::new(id, TYPE, token), RETENTION)
+        .await
+        .expect("no completion fails")
+}
+
+/// Claims and completions of many events, sent at once to one writer: each answers as its
+/// statement alone would (a fresh event acquired, a completed one completed, another
+/// delivery's claim in flight; a completion by its owner recorded, by another token taken
+/// over), and a claim and a completion of one id keep their order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn claims_and_completions_of_many_events_in_groups_each_answer_as_alone_on_mariadb() {
+    let test_store = mariadb_store("group_many", 16).await;
+    assert_eq!(test_store.store.group_commit(), GroupCommit::MARIADB);
+    let store = test_store
+        .store
+        .clone()
+        .with_group_commit(GroupCommit::MARIADB.with_writers(1));
+    for round in 0..5 {
+        let (completed, token) = (unique_event_id("completed"), ClaimToken::generate());
+        assert_eq!(claim(&store, &completed, &token).await, Claim::Acquired);
+        assert_eq!(
+            complete(&store, &completed, &token).await,
+            Completion::Recorded
+        );
+        let (in_flight, other) = (unique_event_id("in-flight"), ClaimToken::generate());
+        assert_eq!(claim(&store, &in_flight, &other).await, Claim::Acquired);
+        let mut held = Vec::new();
+        for _ in 0..8 {
+            let (id, token) = (unique_event_id("held"), ClaimToken::generate());
+            assert_eq!(claim(&store, &id, &token).await, Claim::Acquired);
+            held.push((id, token));
+        }
+        let fresh: Vec<String> = (0..24).map(|_| unique_event_id("fresh")).collect();
+        let mut claims = JoinSet::new();
+        for id in fresh.iter().chain([&completed, &in_flight, &fresh[0]]) {
+            let (store, id) = (store.clone(), id.clone());
+            claims.spawn(async move {
+                let token = ClaimToken::generate();
+                let answer = claim(&store, &id, &token).await;
+                (id, answer)
+            });
+        }
+        let mut completions = JoinSet::new();
+        for (id, token) in held
+            .iter()
+            .cloned()
+            .chain([(in_flight.clone(), ClaimToken::generate())])
+        {
+            let store = store.clone();
+            completions.spawn(async move { (id.clone(), complete(&store, &id, &token).await) });
+        }
+        let mut first_fresh = 0;
+        for (id, answer) in claims.join_all().await {
+            let expected = match &id {
+                id if *id == completed => Claim::Completed,
+                id if *id == in_flight => Claim::InFlight,
+                id if *id == fresh[0] => {
+                    first_fresh += 1;
+                    continue;
+                }
+                _ => Claim::Acquired,
+            };
+            assert_eq!(answer, expected, "round {round}: the claim of {id}");
+        }
+        assert_eq!(first_fresh, 2);
+        for (id, answer) in completions.join_all().await {
+            let expected = match id {
+                _ if id == in_flight => Completion::TakenOver,
+                _ => Completion::Recorded,
+            };
+            assert_eq!(answer, expected, "round {round}: the completion of {id}");
+        }
+        for (id, _) in &held {
+            assert_eq!(
+                claim(&store, id, &ClaimToken::generate()).await,
+                Claim::Completed
+            );
+        }
+    }
+}
+
+/// A transaction on a connection of `store`'s pool that holds the row of event `id`
+/// (`SELECT … FOR UPDATE`), as a handler's own transaction may: the row is free once it ends.
+async fn row_held(store: &MariaDbStore, id: &str) -> sqlx::Transaction<'static, sqlx::MySql> {
+    let mut holder = store.pool().begin().await.unwrap();
+    let lock = format!(
+        "SELECT 1 FROM {} WHERE event_id = ? FOR UPDATE",
+        store.table()
+    );
+    sqlx::query(sqlx::AssertSqlSafe(lock))
+        .bind(id)
+        .execute(&mut *holder)
+        .await
+        .expect("the event's row is held");
+    holder
+}
+
+/// A write of an event claimed by a delivery whose row a handler's transaction holds waits
+/// for the row alone: with one writer (any write it waited behind would be held up), 20
+/// fresh claims, sent while it waits, are each answered within a second, none fails, and the
+/// held row's write is still waiting. `write` is that write; it finishes once the row is free.
+async fn a_held_row_holds_up_no_grouped_write<F, Fut>(label: &str, write: F)
+where
+    F: FnOnce(MariaDbStore, String, ClaimToken) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let test_store = mariadb_store(label, 16).await;
+    let store = test_store
+        .store
+        .clone()
+        .with_group_commit(GroupCommit::MARIADB.with_writers(1));
+    let (held, owner) = (unique_event_id("held"), ClaimToken::generate());
+    assert_eq!(claim(&store, &held, &owner).await, Claim::Acquired);
+    let handler = row_held(&store, &held).await;
+    let waiting = tokio::spawn(write(store.clone(), held, owner));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut fresh = JoinSet::new();
+    for n in 0..20u64 {
+        let store = store.clone();
+        fresh.spawn(async move {
+            tokio::time::sleep(Duration::from_millis(n * 5)).await;
+            let started = tokio::time::Instant::now();
+            let id = unique_event_id("fresh");
+            assert_eq!(
+                claim(&store, &id, &ClaimToken::generate()).await,
+                Claim::Acquired
+            );
+            started.elapsed()
+        });
+    }
+    let answered = tokio::time::timeout(Duration::from_secs(3), fresh.join_all()).await;
+    let waited = answered.expect("fresh claims are answered while the held row's write waits");
+    let slowest = waited.into_iter().max().unwrap_or_default();
+    assert!(
+        slowest < Duration::from_millis(1_000),
+        "a fresh claim waited {slowest:?}"
+    );
+    assert!(!waiting.is_finished(), "the held row's write waits for it");
+    handler.rollback().await.unwrap();
+    waiting.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn a_completion_of_a_held_row_holds_up_no_grouped_write_on_mariadb() {
+    a_held_row_holds_up_no_grouped_write("group_held_done", |store, id, token| async move {
+        assert_eq!(complete(&store, &id, &token).await, Completion::Recorded);
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn a_renewal_of_a_held_row_holds_up_no_grouped_write_on_mariadb() {
+    a_held_row_holds_up_no_grouped_write("group_held_renew", |store, id, token| async move {
+        let renewal = store.renew(Claimant::new(&id, TYPE, &token), LEASE).await;
+        assert_eq!(renewal.unwrap(), Renewal::Held);
+    })
+    .await;
+}
+
+/// A redelivery's claim of a row a handler's transaction holds waits for the row alone (under
+/// the store's lock timeout, 2 s), and answers once it is free: the event is in flight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn a_redelivery_of_a_held_row_holds_up_no_grouped_write_on_mariadb() {
+    a_held_row_holds_up_no_grouped_write("group_held_again", |store, id, _| async move {
+        let started = tokio::time::Instant::now();
+        let again = claim(&store, &id, &ClaimToken::generate()).await;
+        assert_eq!(again, Claim::InFlight);
+        let waited = started.elapsed();
+        assert!(waited >= Duration::from_millis(300), "it waited {waited:?}");
+    })
+    .await;
+}
+
+/// A completion of a held row sent amid a burst of fresh claims, so that it lands in a group
+/// with them (one writer): the group waits for no row lock, and is written again write by
+/// write, so that every fresh claim is answered within a second and only the completion
+/// waits for the row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn a_completion_of_a_held_row_in_a_group_holds_up_no_other_write_on_mariadb() {
+    let test_store = mariadb_store("group_held_burst", 16).await;
+    let store = test_store
+        .store
+        .clone()
+        .with_group_commit(GroupCommit::MARIADB.with_writers(1));
+    for round in 0..3 {
+        let (held, owner) = (unique_event_id("held"), ClaimToken::generate());
+        assert_eq!(claim(&store, &held, &owner).await, Claim::Acquired);
+        let handler = row_held(&store, &held).await;
+        let mut fresh = JoinSet::new();
+        let burst = |fresh: &mut JoinSet<Duration>| {
+            for _ in 0..10 {
+                let store = store.clone();
+                fresh.spawn(async move {
+                    let started = tokio::time::Instant::now();
+                    let id = unique_event_id("fresh");
+                    assert_eq!(
+                        claim(&store, &id, &ClaimToken::generate()).await,
+                        Claim::Acquired
+                    );
+                    started.elapsed()
+                });
+            }
+        };
+        burst(&mut fresh);
+        let waiting = tokio::spawn({
+            let store = store.clone();
+            async move { complete(&store, &held, &owner).await }
+        });
+        burst(&mut fresh);
+        let answered = tokio::time::timeout(Duration::from_secs(3), fresh.join_all()).await;
+        let waited = answered.expect("fresh claims are answered while the completion waits");
+        let slowest = waited.into_iter().max().unwrap_or_default();
+        assert!(
+            slowest < Duration::from_millis(1_000),
+            "round {round}: a fresh claim waited {slowest:?}"
+        );
+        assert!(!waiting.is_finished(), "the completion waits for its row");
+        handler.rollback().await.unwrap();
+        assert_eq!(waiting.await.unwrap(), Completion::Recorded);
+    }
+}
