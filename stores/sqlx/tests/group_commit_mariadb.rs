@@ -254,3 +254,93 @@ async fn a_completion_of_a_held_row_in_a_group_holds_up_no_other_write_on_mariad
         assert_eq!(waiting.await.unwrap(), Completion::Recorded);
     }
 }
+
+/// 64 deliveries at a time claim and complete fresh events through the grouped store of a
+/// MariaDB server of the test's own, which is killed (SIGKILL) once 300 completions are
+/// acknowledged, mid-group, and started again: every completion acknowledged before the crash
+/// is a duplicate afterwards, and no acknowledged claim is lost (a redelivery never acquires
+/// an event whose claim was answered `Acquired`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs MariaDB's server binaries (mariadb-install-db, mariadbd): run with --include-ignored"]
+async fn a_group_cut_by_a_crash_of_the_database_loses_nothing_acknowledged_on_mariadb() {
+    use std::sync::{
+        Arc, Mutex,
+        atomic::{AtomicUsize, Ordering},
+    };
+
+    use common::private_mariadb::PrivateMariaDb;
+    use sqlx::mysql::MySqlPoolOptions;
+
+    let server = PrivateMariaDb::start(&[]);
+    let connect = || {
+        MySqlPoolOptions::new()
+            .max_connections(16)
+            .acquire_timeout(Duration::from_secs(2))
+            .connect_lazy(&server.url())
+            .unwrap()
+    };
+    let store = MariaDbStore::new(connect());
+    store.migrate().await.unwrap();
+    assert_eq!(store.group_commit(), GroupCommit::MARIADB);
+    // (event, token, the claim's answer, the completion's answer if it was acknowledged)
+    let answers = Arc::new(Mutex::new(Vec::new()));
+    let (completed, failures) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let mut deliveries = JoinSet::new();
+    for _ in 0..64 {
+        let (store, answers) = (store.clone(), answers.clone());
+        let (completed, failures) = (completed.clone(), failures.clone());
+        deliveries.spawn(async move {
+            loop {
+                let (id, token) = (unique_event_id("crash"), ClaimToken::generate());
+                let claimant = Claimant::new(&id, TYPE, &token);
+                let Ok(claimed) = store.claim(claimant, LEASE).await else {
+                    failures.fetch_add(1, Ordering::SeqCst);
+                    return;
+                };
+                let done = IdempotencyStore::complete(&store, claimant, RETENTION).await;
+                let acknowledged = done.as_ref().ok().copied();
+                answers
+                    .lock()
+                    .unwrap()
+                    .push((id, token, claimed, acknowledged));
+                if acknowledged.is_none() {
+                    failures.fetch_add(1, Ordering::SeqCst);
+                    return;
+                }
+                completed.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+    }
+    while completed.load(Ordering::SeqCst) < 300 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    server.crash();
+    deliveries.join_all().await;
+    assert!(
+        failures.load(Ordering::SeqCst) > 0,
+        "the crash came while writes were under way"
+    );
+    server.start_again();
+    let store = MariaDbStore::new(connect());
+    let answers = std::mem::take(&mut *answers.lock().unwrap());
+    let (mut duplicates, mut in_flight) = (0, 0);
+    for (id, _, claimed, acknowledged) in &answers {
+        assert_eq!(*claimed, Claim::Acquired, "a fresh event is acquired");
+        let again = claim(&store, id, &ClaimToken::generate()).await;
+        match acknowledged {
+            Some(Completion::Recorded) => {
+                assert_eq!(again, Claim::Completed, "the completion of {id} was kept");
+                duplicates += 1;
+            }
+            _ => {
+                assert_ne!(again, Claim::Acquired, "the claim of {id} was kept");
+                in_flight += 1;
+            }
+        }
+    }
+    eprintln!(
+        "MariaDB killed mid-group: {duplicates} acknowledged completions kept, {in_flight} \
+         claims whose completion failed still held; {} writes failed with the crash",
+        failures.load(Ordering::SeqCst)
+    );
+}

@@ -1109,9 +1109,13 @@ impl Kind {
                 }
             }
             Self::MariaDb => {
-                let store = MariaDbStore::connect(&url)
+                let mut store = MariaDbStore::connect(&url)
                     .await?
                     .with_table_name(format!("bench_http_load_{tag}"))?;
+                if let Some(max) = group.max {
+                    let settings = store.group_commit().with_max_operations(max);
+                    store = store.with_group_commit(settings);
+                }
                 store.migrate().await?;
                 // The same pool size and timeout as `MariaDbStore::connect`'s.
                 let pool = MySqlPoolOptions::new()
@@ -1307,8 +1311,8 @@ struct Args {
         default_value = "0"
     )]
     receipt_order: String,
-    /// The most writes per group commit of the SQLite and PostgreSQL stores [default:
-    /// GroupCommit::SQLITE's, GroupCommit::POSTGRES's]
+    /// The most writes per group commit of the SQLite, PostgreSQL and MariaDB stores [default:
+    /// GroupCommit::SQLITE's, GroupCommit::POSTGRES's, GroupCommit::MARIADB's]
     #[arg(long, value_name = "N", env = "SANGHO_LOAD_GROUP_MAX")]
     group_max: Option<usize>,
     /// The PostgreSQL store's group commit writers (GroupCommit::POSTGRES's two by default);
