@@ -41,7 +41,8 @@ async fn complete(store: &MariaDbStore, id: &str, token: &ClaimToken) -> Complet
 #[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
 async fn claims_and_completions_of_many_events_in_groups_each_answer_as_alone_on_mariadb() {
     let test_store = mariadb_store("group_many", 16).await;
-    assert_eq!(test_store.store.group_commit(), GroupCommit::MARIADB);
+    let by_default = MariaDbStore::new(test_store.store.pool().clone());
+    assert_eq!(by_default.group_commit(), GroupCommit::MARIADB, "grouped by default");
     let store = test_store
         .store
         .clone()

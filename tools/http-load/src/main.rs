@@ -1112,10 +1112,14 @@ impl Kind {
                 let mut store = MariaDbStore::connect(&url)
                     .await?
                     .with_table_name(format!("bench_http_load_{tag}"))?;
-                if let Some(max) = group.max {
-                    let settings = store.group_commit().with_max_operations(max);
-                    store = store.with_group_commit(settings);
+                let mut settings = store.group_commit();
+                if group.mariadb_writers > 0 {
+                    settings = settings.with_writers(group.mariadb_writers);
                 }
+                if let Some(max) = group.max {
+                    settings = settings.with_max_operations(max);
+                }
+                store = store.with_group_commit(settings);
                 store.migrate().await?;
                 // The same pool size and timeout as `MariaDbStore::connect`'s.
                 let pool = MySqlPoolOptions::new()
@@ -1324,6 +1328,15 @@ struct Args {
         default_value_t = 0
     )]
     pg_group: usize,
+    /// The MariaDB store's group commit writers (GroupCommit::MARIADB's two by default); 0: the
+    /// store's default
+    #[arg(
+        long,
+        value_name = "N",
+        env = "SANGHO_LOAD_MARIADB_GROUP",
+        default_value_t = 0
+    )]
+    mariadb_group: usize,
     /// 0 leaves out inbox mode's receipt (workers stopped, then running) on the SQL stores
     #[arg(
         long,
@@ -1339,12 +1352,14 @@ struct Args {
 struct Grouping {
     max: Option<usize>,
     postgres_writers: usize,
+    mariadb_writers: usize,
 }
 
 async fn main_async(args: Args) -> Result<(), BoxError> {
     let grouping = Grouping {
         max: args.group_max,
         postgres_writers: args.pg_group,
+        mariadb_writers: args.mariadb_group,
     };
     let full = !args.quick;
     let seconds = args.seconds.unwrap_or(if full { 1.0 } else { 0.2 });
