@@ -625,6 +625,7 @@ impl<D: Dialect> IdempotencyStore for SqlStore<D> {
                 .owned(
                     Write::text(&self.queries.release, &binds)
                         .in_lane_of(claimant.event_id)
+                        .grouped_as(&self.grouped.release)
                         .alone_if(self.commits_asynchronously(true)),
                     token,
                 )
@@ -693,18 +694,12 @@ mod tests {
         let bound = "SET STATEMENT innodb_lock_wait_timeout = 2, lock_wait_timeout = 2 FOR\nINSERT";
         assert!(queries.claim.starts_with(bound), "{}", queries.claim);
         assert!(queries.renew.starts_with(bound), "{}", queries.renew);
-        // A completion waits as the session says; a release as well.
-        let session = "SET STATEMENT innodb_lock_wait_timeout = @@SESSION.innodb_lock_wait_timeout FOR\nINSERT";
-        assert!(
-            queries.complete.starts_with(session),
-            "{}",
-            queries.complete
-        );
-        assert!(
-            !queries.release.contains("lock_wait_timeout"),
-            "{}",
-            queries.release
-        );
+        // A completion and a release wait as the session says.
+        let session =
+            "SET STATEMENT innodb_lock_wait_timeout = @@SESSION.innodb_lock_wait_timeout FOR\n";
+        for unbounded in [&queries.complete, &queries.release] {
+            assert!(unbounded.starts_with(session), "{unbounded}");
+        }
     }
 
     #[cfg(feature = "mariadb")]
@@ -719,8 +714,10 @@ mod tests {
         let none = "SET STATEMENT innodb_lock_wait_timeout = 0, lock_wait_timeout = 0 FOR\nINSERT";
         assert!(grouped.claim.starts_with(none), "{}", grouped.claim);
         assert!(grouped.renew.starts_with(none), "{}", grouped.renew);
-        let none = "SET STATEMENT innodb_lock_wait_timeout = 0 FOR\nINSERT";
-        assert!(grouped.complete.starts_with(none), "{}", grouped.complete);
+        let none = "SET STATEMENT innodb_lock_wait_timeout = 0 FOR\n";
+        for bounded in [&grouped.complete, &grouped.release] {
+            assert!(bounded.starts_with(none), "{bounded}");
+        }
         let many = <MariaDb as Sealed>::MANY.expect("statements of many rows");
         // The statements of many rows run only in groups, with the group's bound.
         for file in [many.claim, many.complete] {

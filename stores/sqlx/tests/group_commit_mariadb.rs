@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::mariadb_store;
 use sangho_webhook::{
-    store::{Claim, ClaimToken, Claimant, Completion, IdempotencyStore, Renewal},
+    store::{Claim, ClaimToken, Claimant, Completion, IdempotencyStore, Release, Renewal},
     testing::conformance::unique_event_id,
 };
 use sangho_webhook_sqlx::{GroupCommit, MariaDbStore, sqlx};
@@ -42,7 +42,11 @@ async fn complete(store: &MariaDbStore, id: &str, token: &ClaimToken) -> Complet
 async fn claims_and_completions_of_many_events_in_groups_each_answer_as_alone_on_mariadb() {
     let test_store = mariadb_store("group_many", 16).await;
     let by_default = MariaDbStore::new(test_store.store.pool().clone());
-    assert_eq!(by_default.group_commit(), GroupCommit::MARIADB, "grouped by default");
+    assert_eq!(
+        by_default.group_commit(),
+        GroupCommit::MARIADB,
+        "grouped by default"
+    );
     let store = test_store
         .store
         .clone()
@@ -206,14 +210,16 @@ async fn a_redelivery_of_a_held_row_holds_up_no_grouped_write_on_mariadb() {
     .await;
 }
 
-/// A completion of a held row sent amid a burst of fresh claims, so that it lands in a group
-/// with them (one writer): the group waits for no row lock, and is written again write by
-/// write, so that every fresh claim is answered within a second and only the completion
-/// waits for the row.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
-async fn a_completion_of_a_held_row_in_a_group_holds_up_no_other_write_on_mariadb() {
-    let test_store = mariadb_store("group_held_burst", 16).await;
+/// A write of a held row sent amid a burst of fresh claims, so that it lands in a group with
+/// them (one writer): the group waits for no row lock, and is written again write by write,
+/// so that every fresh claim is answered within a second and only the held row's write waits
+/// for it. `write` is that write (by the event's owner); it finishes once the row is free.
+async fn a_write_of_a_held_row_in_a_group_holds_up_no_other_write<F, Fut>(label: &str, write: F)
+where
+    F: Fn(MariaDbStore, String, ClaimToken) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let test_store = mariadb_store(label, 16).await;
     let store = test_store
         .store
         .clone()
@@ -238,22 +244,44 @@ async fn a_completion_of_a_held_row_in_a_group_holds_up_no_other_write_on_mariad
             }
         };
         burst(&mut fresh);
-        let waiting = tokio::spawn({
-            let store = store.clone();
-            async move { complete(&store, &held, &owner).await }
-        });
+        let waiting = tokio::spawn(write(store.clone(), held, owner));
         burst(&mut fresh);
         let answered = tokio::time::timeout(Duration::from_secs(3), fresh.join_all()).await;
-        let waited = answered.expect("fresh claims are answered while the completion waits");
+        let waited = answered.expect("fresh claims are answered while the held row's write waits");
         let slowest = waited.into_iter().max().unwrap_or_default();
         assert!(
             slowest < Duration::from_millis(1_000),
             "round {round}: a fresh claim waited {slowest:?}"
         );
-        assert!(!waiting.is_finished(), "the completion waits for its row");
+        assert!(!waiting.is_finished(), "the held row's write waits for it");
         handler.rollback().await.unwrap();
-        assert_eq!(waiting.await.unwrap(), Completion::Recorded);
+        waiting.await.unwrap();
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn a_completion_of_a_held_row_in_a_group_holds_up_no_other_write_on_mariadb() {
+    a_write_of_a_held_row_in_a_group_holds_up_no_other_write(
+        "group_held_burst",
+        |store, id, token| async move {
+            assert_eq!(complete(&store, &id, &token).await, Completion::Recorded);
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn a_release_of_a_held_row_in_a_group_holds_up_no_other_write_on_mariadb() {
+    a_write_of_a_held_row_in_a_group_holds_up_no_other_write(
+        "group_held_release",
+        |store, id, token| async move {
+            let released = store.release(Claimant::new(&id, TYPE, &token)).await;
+            assert_eq!(released.unwrap(), Release::Released);
+        },
+    )
+    .await;
 }
 
 /// 64 deliveries at a time claim and complete fresh events through the grouped store of a
