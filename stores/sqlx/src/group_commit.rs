@@ -92,7 +92,8 @@ impl GroupCommit {
     /// `max_allowed_packet`, 16 MiB); a write that finds its writer idle, and no write
     /// waiting for it, is written by its caller at once. A group waits for no row lock: one
     /// that meets a row another transaction holds is rolled back, and each of its writes runs
-    /// again on its own. Inbox mode's writes are not grouped on MariaDB. See the crate's
+    /// again on its own. Of inbox mode's writes, only receipts without an ordering key are
+    /// grouped on MariaDB, each its own statement in the group's transaction. See the crate's
     /// README for what it gains and costs.
     pub const MARIADB: Self = Self {
         max_operations: 64,

@@ -20,7 +20,7 @@ use sangho_webhook::{
 use crate::{
     SqlStore,
     dialect::{Bind, Dialect, Driver, KeyOf, RecordRow, StatsRow, SummaryRow, micros},
-    group_commit::{Answer, Many, Write},
+    group_commit::{Many, Write, WriteError},
     queries::{InboxQueries, Query},
 };
 
@@ -235,7 +235,9 @@ impl<D: Dialect> Inbox for SqlStore<D> {
         ];
         let key = KeyOf::Receipt(event.ordering_key);
         let receive = &self.inbox()?.receive;
-        let status = match D::GROUP_INBOX {
+        let grouped =
+            D::GROUP_INBOX || (D::GROUP_RECEIPTS_WITHOUT_KEY && event.ordering_key.is_none());
+        let status = match grouped {
             // The receipt's statement locks its key itself, or needs no lock.
             true => {
                 let lane = event.ordering_key.unwrap_or(event.event_id);
@@ -248,10 +250,19 @@ impl<D: Dialect> Inbox for SqlStore<D> {
                 if let Some(grouped) = self.grouped_queries().inbox.as_ref() {
                     receipt = receipt.grouped_as(&grouped.receive.sql);
                 }
-                self.write(receipt)
-                    .await
-                    .map(Answer::into_text)
-                    .map_err(|error| self.write_error(error))?
+                match self.write(receipt).await {
+                    Ok(answer) => answer.into_text(),
+                    // Aborted on a deadlock (it changed nothing): the dialect's own receipt
+                    // tries again.
+                    Err(WriteError::Database(sqlx::Error::Database(error)))
+                        if !D::GROUP_INBOX && D::is_conflict(&*error) =>
+                    {
+                        D::inbox_in_key_order(self, receive, &binds, key)
+                            .await
+                            .map_err(|error| self.store_error(error))?
+                    }
+                    Err(error) => return Err(self.write_error(error)),
+                }
             }
             false => D::inbox_in_key_order(self, receive, &binds, key)
                 .await

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use common::mariadb_store;
 use sangho_webhook::{
+    inbox::{Inbox, Receipt, ReceivedEvent},
     store::{Claim, ClaimToken, Claimant, Completion, IdempotencyStore, Release, Renewal},
     testing::conformance::unique_event_id,
 };
@@ -189,7 +190,8 @@ async fn a_completion_of_a_held_row_holds_up_no_grouped_write_on_mariadb() {
 #[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
 async fn a_renewal_of_a_held_row_holds_up_no_grouped_write_on_mariadb() {
     a_held_row_holds_up_no_grouped_write("group_held_renew", |store, id, token| async move {
-        let renewal = store.renew(Claimant::new(&id, TYPE, &token), LEASE).await;
+        let renewal =
+            IdempotencyStore::renew(&store, Claimant::new(&id, TYPE, &token), LEASE).await;
         assert_eq!(renewal.unwrap(), Renewal::Held);
     })
     .await;
@@ -279,6 +281,25 @@ async fn a_release_of_a_held_row_in_a_group_holds_up_no_other_write_on_mariadb()
         |store, id, token| async move {
             let released = store.release(Claimant::new(&id, TYPE, &token)).await;
             assert_eq!(released.unwrap(), Release::Released);
+        },
+    )
+    .await;
+}
+
+/// A redelivered inbox receipt of an event whose row a handler's transaction holds (a
+/// delivery of today's mode claimed it), sent amid the bursts: a receipt without an ordering
+/// key is grouped too, and waits alone; once the row is free it answers that a delivery
+/// holds the event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn a_receipt_of_a_held_row_in_a_group_holds_up_no_other_write_on_mariadb() {
+    a_write_of_a_held_row_in_a_group_holds_up_no_other_write(
+        "group_held_receipt",
+        |store, id, _| async move {
+            let body = bytes::Bytes::from_static(b"{}");
+            let event = ReceivedEvent::new(&id, TYPE, &body, &[], "/webhooks");
+            let receipt = store.receive(&event).await.expect("no receipt fails");
+            assert_eq!(receipt, Receipt::ClaimedByDelivery);
         },
     )
     .await;

@@ -15,11 +15,16 @@
 -- it is this receipt's when it holds this statement's sequence number (LASTVAL, this session's
 -- last NEXTVAL).
 --
+-- Alone, it waits for a row lock as long as the session's own setting says; a receipt without
+-- an ordering key may run in a group commit, which waits for none (0: the group is rolled back,
+-- and each of its writes runs again on its own).
+--
 -- A receipt with an ordering key runs under the key's lock (`inbox_key_lock.sql`, taken before
 -- this statement on the same connection, released after its commit), so that the receipts and
 -- replays of one key commit in the order of their sequence numbers: a take never sees a key's
 -- later receipt without its earlier one. Receipts without a key take no lock, and receipts of
 -- other keys do not wait for each other.
+SET STATEMENT innodb_lock_wait_timeout = {completion_lock_timeout_s} FOR
 INSERT INTO {table} (event_id, event_type, processed_at, state, claim_token, expires_at,
                      received_at, replayed_at, sequence, body, headers, request_path, due_at,
                      attempts, replays, last_error, history, ordering_key)

@@ -124,6 +124,7 @@ impl Sealed for MariaDb {
         inbox_complete: None,
         inbox_take: None,
     });
+    const GROUP_RECEIPTS_WITHOUT_KEY: bool = true;
     // Inbox mode's statements here run in transactions and session locks of their own.
     const GROUP_INBOX: bool = false;
     const SQL: Templates = Templates {

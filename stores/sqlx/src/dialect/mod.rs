@@ -128,6 +128,12 @@ mod sealed {
         /// statements are the default ones, each one statement on the pool.
         const GROUP_INBOX: bool = true;
 
+        /// Whether inbox mode's receipts without an ordering key may be grouped where its
+        /// other writes are not (`GROUP_INBOX` false): each is then one statement in the
+        /// group's transaction (MariaDB, whose receipts with a key take a lock of the session
+        /// and run alone).
+        const GROUP_RECEIPTS_WITHOUT_KEY: bool = false;
+
         /// Whether a group commit's writers run on threads of their own (where the connection
         /// answers from a thread of its own) rather than as tasks of the runtime.
         const GROUP_WRITER_THREAD: bool = false;
