@@ -8,7 +8,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::mariadb_store;
+use common::{mariadb_row_held, mariadb_store};
 use sangho_webhook::{
     inbox::{Inbox, Receipt, ReceivedEvent},
     store::{Claim, ClaimToken, Claimant, Completion, IdempotencyStore, Release, Renewal},
@@ -116,107 +116,33 @@ async fn claims_and_completions_of_many_events_in_groups_each_answer_as_alone_on
     }
 }
 
-/// A transaction on a connection of `store`'s pool that holds the row of event `id`
-/// (`SELECT … FOR UPDATE`), as a handler's own transaction may: the row is free once it ends.
-async fn row_held(store: &MariaDbStore, id: &str) -> sqlx::Transaction<'static, sqlx::MySql> {
-    let mut holder = store.pool().begin().await.unwrap();
-    let lock = format!(
-        "SELECT 1 FROM {} WHERE event_id = ? FOR UPDATE",
-        store.table()
+/// How the write of a held row is sent beside the fresh claims.
+#[derive(Clone, Copy)]
+enum Sent {
+    /// Alone, before them: its caller, or the writer, writes it alone (one round).
+    First,
+    /// Between two bursts of them, so that it lands in a group with them (three rounds).
+    AmidABurst,
+}
+
+/// A fresh event's claim, sent after `delay`: how long it took to be answered `Acquired`.
+async fn fresh_claim(store: MariaDbStore, delay: Duration) -> Duration {
+    tokio::time::sleep(delay).await;
+    let started = tokio::time::Instant::now();
+    let id = unique_event_id("fresh");
+    assert_eq!(
+        claim(&store, &id, &ClaimToken::generate()).await,
+        Claim::Acquired
     );
-    sqlx::query(sqlx::AssertSqlSafe(lock))
-        .bind(id)
-        .execute(&mut *holder)
-        .await
-        .expect("the event's row is held");
-    holder
+    started.elapsed()
 }
 
 /// A write of an event claimed by a delivery whose row a handler's transaction holds waits
 /// for the row alone: with one writer (any write it waited behind would be held up), 20
-/// fresh claims, sent while it waits, are each answered within a second, none fails, and the
-/// held row's write is still waiting. `write` is that write; it finishes once the row is free.
-async fn a_held_row_holds_up_no_grouped_write<F, Fut>(label: &str, write: F)
-where
-    F: FnOnce(MariaDbStore, String, ClaimToken) -> Fut,
-    Fut: std::future::Future<Output = ()> + Send + 'static,
-{
-    let test_store = mariadb_store(label, 16).await;
-    let store = test_store
-        .store
-        .clone()
-        .with_group_commit(GroupCommit::MARIADB.with_writers(1));
-    let (held, owner) = (unique_event_id("held"), ClaimToken::generate());
-    assert_eq!(claim(&store, &held, &owner).await, Claim::Acquired);
-    let handler = row_held(&store, &held).await;
-    let waiting = tokio::spawn(write(store.clone(), held, owner));
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let mut fresh = JoinSet::new();
-    for n in 0..20u64 {
-        let store = store.clone();
-        fresh.spawn(async move {
-            tokio::time::sleep(Duration::from_millis(n * 5)).await;
-            let started = tokio::time::Instant::now();
-            let id = unique_event_id("fresh");
-            assert_eq!(
-                claim(&store, &id, &ClaimToken::generate()).await,
-                Claim::Acquired
-            );
-            started.elapsed()
-        });
-    }
-    let answered = tokio::time::timeout(Duration::from_secs(3), fresh.join_all()).await;
-    let waited = answered.expect("fresh claims are answered while the held row's write waits");
-    let slowest = waited.into_iter().max().unwrap_or_default();
-    assert!(
-        slowest < Duration::from_millis(1_000),
-        "a fresh claim waited {slowest:?}"
-    );
-    assert!(!waiting.is_finished(), "the held row's write waits for it");
-    handler.rollback().await.unwrap();
-    waiting.await.unwrap();
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
-async fn a_completion_of_a_held_row_holds_up_no_grouped_write_on_mariadb() {
-    a_held_row_holds_up_no_grouped_write("group_held_done", |store, id, token| async move {
-        assert_eq!(complete(&store, &id, &token).await, Completion::Recorded);
-    })
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
-async fn a_renewal_of_a_held_row_holds_up_no_grouped_write_on_mariadb() {
-    a_held_row_holds_up_no_grouped_write("group_held_renew", |store, id, token| async move {
-        let renewal =
-            IdempotencyStore::renew(&store, Claimant::new(&id, TYPE, &token), LEASE).await;
-        assert_eq!(renewal.unwrap(), Renewal::Held);
-    })
-    .await;
-}
-
-/// A redelivery's claim of a row a handler's transaction holds waits for the row alone (under
-/// the store's lock timeout, 2 s), and answers once it is free: the event is in flight.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
-async fn a_redelivery_of_a_held_row_holds_up_no_grouped_write_on_mariadb() {
-    a_held_row_holds_up_no_grouped_write("group_held_again", |store, id, _| async move {
-        let started = tokio::time::Instant::now();
-        let again = claim(&store, &id, &ClaimToken::generate()).await;
-        assert_eq!(again, Claim::InFlight);
-        let waited = started.elapsed();
-        assert!(waited >= Duration::from_millis(300), "it waited {waited:?}");
-    })
-    .await;
-}
-
-/// A write of a held row sent amid a burst of fresh claims, so that it lands in a group with
-/// them (one writer): the group waits for no row lock, and is written again write by write,
-/// so that every fresh claim is answered within a second and only the held row's write waits
-/// for it. `write` is that write (by the event's owner); it finishes once the row is free.
-async fn a_write_of_a_held_row_in_a_group_holds_up_no_other_write<F, Fut>(label: &str, write: F)
+/// fresh claims sent beside it (`sent`) are each answered within a second, none fails, and
+/// the held row's write is still waiting. `write` is that write, by the event's owner; it
+/// finishes once the row is free.
+async fn a_held_row_holds_up_no_grouped_write<F, Fut>(label: &str, sent: Sent, write: F)
 where
     F: Fn(MariaDbStore, String, ClaimToken) -> Fut,
     Fut: std::future::Future<Output = ()> + Send + 'static,
@@ -226,28 +152,35 @@ where
         .store
         .clone()
         .with_group_commit(GroupCommit::MARIADB.with_writers(1));
-    for round in 0..3 {
+    let rounds = match sent {
+        Sent::First => 1,
+        Sent::AmidABurst => 3,
+    };
+    for round in 0..rounds {
         let (held, owner) = (unique_event_id("held"), ClaimToken::generate());
         assert_eq!(claim(&store, &held, &owner).await, Claim::Acquired);
-        let handler = row_held(&store, &held).await;
+        let handler = mariadb_row_held(&store, &held).await;
         let mut fresh = JoinSet::new();
-        let burst = |fresh: &mut JoinSet<Duration>| {
-            for _ in 0..10 {
-                let store = store.clone();
-                fresh.spawn(async move {
-                    let started = tokio::time::Instant::now();
-                    let id = unique_event_id("fresh");
-                    assert_eq!(
-                        claim(&store, &id, &ClaimToken::generate()).await,
-                        Claim::Acquired
-                    );
-                    started.elapsed()
-                });
+        let waiting = match sent {
+            Sent::First => {
+                let waiting = tokio::spawn(write(store.clone(), held, owner));
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                for n in 0..20 {
+                    fresh.spawn(fresh_claim(store.clone(), Duration::from_millis(n * 5)));
+                }
+                waiting
+            }
+            Sent::AmidABurst => {
+                for _ in 0..10 {
+                    fresh.spawn(fresh_claim(store.clone(), Duration::ZERO));
+                }
+                let waiting = tokio::spawn(write(store.clone(), held, owner));
+                for _ in 0..10 {
+                    fresh.spawn(fresh_claim(store.clone(), Duration::ZERO));
+                }
+                waiting
             }
         };
-        burst(&mut fresh);
-        let waiting = tokio::spawn(write(store.clone(), held, owner));
-        burst(&mut fresh);
         let answered = tokio::time::timeout(Duration::from_secs(3), fresh.join_all()).await;
         let waited = answered.expect("fresh claims are answered while the held row's write waits");
         let slowest = waited.into_iter().max().unwrap_or_default();
@@ -263,9 +196,57 @@ where
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn a_completion_of_a_held_row_holds_up_no_grouped_write_on_mariadb() {
+    a_held_row_holds_up_no_grouped_write(
+        "group_held_done",
+        Sent::First,
+        |store, id, token| async move {
+            assert_eq!(complete(&store, &id, &token).await, Completion::Recorded);
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn a_renewal_of_a_held_row_holds_up_no_grouped_write_on_mariadb() {
+    a_held_row_holds_up_no_grouped_write(
+        "group_held_renew",
+        Sent::First,
+        |store, id, token| async move {
+            let renewal =
+                IdempotencyStore::renew(&store, Claimant::new(&id, TYPE, &token), LEASE).await;
+            assert_eq!(renewal.unwrap(), Renewal::Held);
+        },
+    )
+    .await;
+}
+
+/// A redelivery's claim of a row a handler's transaction holds waits for the row alone (under
+/// the store's lock timeout, 2 s), and answers once it is free: the event is in flight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn a_redelivery_of_a_held_row_holds_up_no_grouped_write_on_mariadb() {
+    a_held_row_holds_up_no_grouped_write(
+        "group_held_again",
+        Sent::First,
+        |store, id, _| async move {
+            let started = tokio::time::Instant::now();
+            let again = claim(&store, &id, &ClaimToken::generate()).await;
+            assert_eq!(again, Claim::InFlight);
+            let waited = started.elapsed();
+            assert!(waited >= Duration::from_millis(300), "it waited {waited:?}");
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
 async fn a_completion_of_a_held_row_in_a_group_holds_up_no_other_write_on_mariadb() {
-    a_write_of_a_held_row_in_a_group_holds_up_no_other_write(
+    a_held_row_holds_up_no_grouped_write(
         "group_held_burst",
+        Sent::AmidABurst,
         |store, id, token| async move {
             assert_eq!(complete(&store, &id, &token).await, Completion::Recorded);
         },
@@ -276,8 +257,9 @@ async fn a_completion_of_a_held_row_in_a_group_holds_up_no_other_write_on_mariad
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
 async fn a_release_of_a_held_row_in_a_group_holds_up_no_other_write_on_mariadb() {
-    a_write_of_a_held_row_in_a_group_holds_up_no_other_write(
+    a_held_row_holds_up_no_grouped_write(
         "group_held_release",
+        Sent::AmidABurst,
         |store, id, token| async move {
             let released = store.release(Claimant::new(&id, TYPE, &token)).await;
             assert_eq!(released.unwrap(), Release::Released);
@@ -293,8 +275,9 @@ async fn a_release_of_a_held_row_in_a_group_holds_up_no_other_write_on_mariadb()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
 async fn a_receipt_of_a_held_row_in_a_group_holds_up_no_other_write_on_mariadb() {
-    a_write_of_a_held_row_in_a_group_holds_up_no_other_write(
+    a_held_row_holds_up_no_grouped_write(
         "group_held_receipt",
+        Sent::AmidABurst,
         |store, id, _| async move {
             let body = bytes::Bytes::from_static(b"{}");
             let event = ReceivedEvent::new(&id, TYPE, &body, &[], "/webhooks");

@@ -1024,17 +1024,11 @@ impl Kind {
         let tag = run_tag();
         Ok(match self {
             Self::Postgres => {
-                let mut store = PostgresStore::connect(&url)
+                let store = PostgresStore::connect(&url)
                     .await?
                     .with_table_name(format!("bench_http_load_{tag}"))?;
-                let mut settings = store.group_commit();
-                if group.postgres_writers > 0 {
-                    settings = settings.with_writers(group.postgres_writers);
-                }
-                if let Some(max) = group.max {
-                    settings = settings.with_max_operations(max);
-                }
-                store = store.with_group_commit(settings);
+                let settings = group.applied(store.group_commit(), group.postgres_writers);
+                let store = store.with_group_commit(settings);
                 store.migrate().await?;
                 // The same pool size and timeout as `PostgresStore::connect`'s.
                 let pool = PgPoolOptions::new()
@@ -1109,17 +1103,11 @@ impl Kind {
                 }
             }
             Self::MariaDb => {
-                let mut store = MariaDbStore::connect(&url)
+                let store = MariaDbStore::connect(&url)
                     .await?
                     .with_table_name(format!("bench_http_load_{tag}"))?;
-                let mut settings = store.group_commit();
-                if group.mariadb_writers > 0 {
-                    settings = settings.with_writers(group.mariadb_writers);
-                }
-                if let Some(max) = group.max {
-                    settings = settings.with_max_operations(max);
-                }
-                store = store.with_group_commit(settings);
+                let settings = group.applied(store.group_commit(), group.mariadb_writers);
+                let store = store.with_group_commit(settings);
                 store.migrate().await?;
                 // The same pool size and timeout as `MariaDbStore::connect`'s.
                 let pool = MySqlPoolOptions::new()
@@ -1353,6 +1341,21 @@ struct Grouping {
     max: Option<usize>,
     postgres_writers: usize,
     mariadb_writers: usize,
+}
+
+impl Grouping {
+    /// A store's `default` group commit with the harness's bound, and `writers` (0: the
+    /// default's).
+    fn applied(&self, default: GroupCommit, writers: usize) -> GroupCommit {
+        let settings = match writers {
+            0 => default,
+            writers => default.with_writers(writers),
+        };
+        match self.max {
+            Some(max) => settings.with_max_operations(max),
+            None => settings,
+        }
+    }
 }
 
 async fn main_async(args: Args) -> Result<(), BoxError> {

@@ -355,6 +355,27 @@ pub async fn postgres_row_held(
     holder
 }
 
+/// A transaction on a connection of `store`'s pool that holds the row of event `id`
+/// (`SELECT … FOR UPDATE`), as a handler's own transaction may: the row is free once it ends
+/// (or is dropped).
+#[cfg(feature = "mariadb")]
+pub async fn mariadb_row_held(
+    store: &MariaDbStore,
+    id: &str,
+) -> sqlx::Transaction<'static, sqlx::MySql> {
+    let mut holder = store.pool().begin().await.unwrap();
+    let lock = format!(
+        "SELECT 1 FROM {} WHERE event_id = ? FOR UPDATE",
+        store.table()
+    );
+    sqlx::query(sqlx::AssertSqlSafe(lock))
+        .bind(id)
+        .execute(&mut *holder)
+        .await
+        .expect("the event's row is held");
+    holder
+}
+
 /// A PostgreSQL store on `table` (not migrated), over a new pool of `connections`.
 pub async fn postgres_store_on(table: &str, connections: u32) -> PostgresStore {
     let pool = pool_options(connections)
