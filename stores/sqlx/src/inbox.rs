@@ -235,8 +235,10 @@ impl<D: Dialect> Inbox for SqlStore<D> {
         ];
         let key = KeyOf::Receipt(event.ordering_key);
         let receive = &self.inbox()?.receive;
-        let grouped =
-            D::GROUP_INBOX || (D::GROUP_RECEIPTS_WITHOUT_KEY && event.ordering_key.is_none());
+        let grouped = D::GROUP_INBOX
+            || (D::GROUP_RECEIPTS_WITHOUT_KEY
+                && self.group_commit().is_on()
+                && event.ordering_key.is_none());
         let status = match grouped {
             // The receipt's statement locks its key itself, or needs no lock.
             true => {

@@ -29,10 +29,10 @@
 //!   cron, time-zone safe.
 //! - **Durable by default**: claims, renewals and completions wait for the database's disk
 //!   flush; see [`PostgresStore`]'s `with_asynchronous_claims` for the opt-out and its price.
-//! - **Group commit** ([`GroupCommit`], every store's default): concurrent writes
-//!   are committed together, one flush for a whole group, and each caller is answered once its
-//!   own write is durable, with the answer its statement gives on its own; see
-//!   [`SqlStore::with_group_commit`].
+//! - **Group commit** ([`GroupCommit`], SQLite's and PostgreSQL's default; MariaDB's opt-in):
+//!   concurrent writes are committed together, one flush for a whole group, and each caller is
+//!   answered once its own write is durable, with the answer its statement gives on its own;
+//!   see [`SqlStore::with_group_commit`].
 //! - **Bounded lock waits**: a claim, a renewal or (PostgreSQL) an inbox receipt that waits
 //!   for a lock held by another transaction gives up after the store's lock timeout, 2 s by
 //!   default ([`SqlStore::LOCK_TIMEOUT`]; PostgreSQL `lock_timeout` and MariaDB
