@@ -13,14 +13,15 @@
 //! that error, as each would have got it from its own commit. A write whose caller has gone
 //! (its future dropped, e.g. a timeout) before the batch runs is never written.
 //!
-//! Where the dialect says so (PostgreSQL), a write that finds its writer idle and no write
-//! waiting for it is written by its caller, as the writer would write it alone, while it holds
-//! the writer's turn: a lone request saves the hop to the writer's thread and back, and the
+//! Where the dialect says so (PostgreSQL, MariaDB), a write that finds its writer idle and no
+//! write waiting for it is written by its caller, as the writer would write it alone, while it
+//! holds the writer's turn: a lone request saves the hop to the writer and back, and the
 //! writes that arrive meanwhile wait for it, in order.
 //!
 //! No write waits for a row lock in a writer's turn for longer than a group would (100 ms on
-//! PostgreSQL): a lone write runs in the turn only if its statement bounds its own lock wait
-//! so (claims, renewals, receipts); any other (a completion) runs alone outside the turn, on a
+//! PostgreSQL, not at all on MariaDB): a lone write runs in the turn only if its statement for
+//! groups bounds its own lock wait so (claims, renewals, receipts; on MariaDB completions and
+//! releases too); any other (a PostgreSQL completion) runs alone outside the turn, on a
 //! connection of its own, so that only it waits for a row a handler's transaction holds.
 
 mod many;
