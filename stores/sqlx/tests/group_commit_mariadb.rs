@@ -407,3 +407,58 @@ async fn claims_of_one_event_through_two_grouped_instances_acquire_once_on_maria
         assert_eq!(acquired.len(), 1, "trial {trial}: {acquired:?}");
     }
 }
+
+/// The same, amid a stream of other events' claims and completions through both instances (16
+/// tasks each), so that the claims of the trial's event wait in their writers' queues and are
+/// written in groups, beside other events' claims in statements of many rows, instead of each
+/// alone by its caller; the claims arrive over 40 ms, and the one that acquires completes the
+/// event 20 ms later, as a handler's delivery would: exactly one claim acquires it, trial
+/// after trial, and none fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn claims_of_one_event_through_two_grouped_instances_amid_other_events_acquire_once_on_mariadb()
+ {
+    let first = mariadb_store("group_amid", 16).await;
+    let second = common::mariadb_store_on(first.store.table().as_str(), 16).await;
+    let stores =
+        [first.store.clone(), second].map(|store| store.with_group_commit(GroupCommit::MARIADB));
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut stream = JoinSet::new();
+    for n in 0..32 {
+        let (store, stop) = (stores[n % 2].clone(), stop.clone());
+        stream.spawn(async move {
+            let mut events = 0_u64;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let (id, token) = (unique_event_id("other"), ClaimToken::generate());
+                assert_eq!(claim(&store, &id, &token).await, Claim::Acquired, "{id}");
+                assert_eq!(complete(&store, &id, &token).await, Completion::Recorded);
+                events += 1;
+            }
+            events
+        });
+    }
+    let trials = common::bodies::env_count("SANGHO_TRIALS", 100);
+    for trial in 0..trials {
+        let id = unique_event_id("amid");
+        let mut claims = JoinSet::new();
+        for n in 0..40_u64 {
+            let (store, id) = (stores[(n % 2) as usize].clone(), id.clone());
+            claims.spawn(async move {
+                tokio::time::sleep(Duration::from_millis(n)).await;
+                let token = ClaimToken::generate();
+                let answer = claim(&store, &id, &token).await;
+                if answer == Claim::Acquired {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    assert_eq!(complete(&store, &id, &token).await, Completion::Recorded);
+                }
+                answer
+            });
+        }
+        let answers = claims.join_all().await;
+        let acquired = answers.iter().filter(|answer| **answer == Claim::Acquired);
+        assert_eq!(acquired.count(), 1, "trial {trial}: {answers:?}");
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let streamed: u64 = stream.join_all().await.into_iter().sum();
+    eprintln!("{trials} trials, 0 doubles, beside {streamed} other events");
+}
