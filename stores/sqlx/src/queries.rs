@@ -1,11 +1,11 @@
 //! The store's statements: the SQL files of the crate's `queries/<dialect>/` folders (included
-//! at compile time by each dialect), rendered once per store for its table
-//! and settings ([`Queries`]), and the decoding of the claim's answer ([`ClaimRow`]).
+//! at compile time by each dialect), rendered once per store for its table and settings
+//! ([`Queries`]), and the decoding of the claim's answer ([`ClaimRow`]).
 //!
 //! The placeholder convention of the files is documented in `queries/README.md`: `{table}`,
 //! `{lock_timeout_ms}`, `{lock_timeout_s}`, `{completion_lock_timeout_s}` and
-//! `{asynchronous_commit}`, and the index names of
-//! the migration script (`idx_webhook_<name>`), each substituted here and nowhere else.
+//! `{asynchronous_commit}`, and the index names of the migration script
+//! (`idx_webhook_<name>`), each substituted here and nowhere else.
 
 use std::{sync::Arc, time::Duration};
 
@@ -341,6 +341,7 @@ mod tests {
 
     /// The `ON CONFLICT …` (MariaDB: `ON DUPLICATE KEY UPDATE …`) clause of an SQL file up
     /// to its `RETURNING`, comments left out and whitespace folded, with `replace` applied.
+    #[cfg(any(feature = "mariadb", feature = "postgres", feature = "sqlite"))]
     fn conflict_clause(file: &str, replace: &[(&str, &str)]) -> String {
         let code = statements(file).join(";\n");
         let start = code
@@ -361,6 +362,7 @@ mod tests {
 
     /// Each statement of many rows resolves a conflict as its one-row statement does (the
     /// files repeat the clause, so that each reads as SQL on its own).
+    #[cfg(any(feature = "mariadb", feature = "postgres", feature = "sqlite"))]
     fn many_rows_resolve_conflicts_as_one_row<D: crate::dialect::Sealed>(token: &str) {
         let many = D::MANY.expect("statements of many rows");
         let inbox = D::SQL.inbox.expect("inbox mode");
