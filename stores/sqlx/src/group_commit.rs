@@ -759,9 +759,11 @@ async fn commit<D: Dialect>(
 ) {
     // A caller that has gone will never read its answer: its write is not made.
     group.retain(|queued| !queued.reply.is_closed());
-    // A lone write runs as it would ungrouped, in one statement. Where groups bound their
-    // lock waits, it runs as in a group (its statement bounds its own), and if it fails, its
-    // caller runs it again alone: the writer never waits long behind a row lock.
+    // A lone write runs as it would ungrouped, in one statement: on the connection the
+    // writer kept from its last group, if it kept one (on a pool of one connection, the
+    // pool has no other to give). Where groups bound their lock waits, it runs as in a group
+    // (its statement bounds its own), and if it fails, its caller runs it again alone: the
+    // writer never waits long behind a row lock.
     if group.len() <= 1 {
         let bounded = framing.bounded;
         for queued in group {
@@ -769,7 +771,11 @@ async fn commit<D: Dialect>(
                 let _ = queued.reply.send(Reply::RunAlone(queued.write));
                 continue;
             }
-            let reply = match queued.write.run_on_pool(pool, bounded).await {
+            let written = match connection.as_mut() {
+                Some(kept) => queued.write.run::<D::Database>(&mut **kept, bounded).await,
+                None => queued.write.run_on_pool(pool, bounded).await,
+            };
+            let reply = match written {
                 Ok(answer) => Reply::Done(Ok(answer)),
                 Err(_) if bounded => Reply::RunAlone(queued.write),
                 Err(error) => Reply::Done(Err(WriteError::Database(error))),

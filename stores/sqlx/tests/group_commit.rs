@@ -470,6 +470,55 @@ async fn a_failing_write_fails_alone_and_its_group_is_written() {
     }
 }
 
+/// A store over a pool of one connection (as SQLite's single writer invites), migrated.
+async fn store_of_one_connection() -> (SqliteStore, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite_store_at(&dir.path().join("one.db"), 1).await;
+    store.migrate().await.unwrap();
+    (store, dir)
+}
+
+/// Claims `ids`, each in a task of its own: each answer, and how long it took.
+fn spawn_claims(
+    store: &SqliteStore,
+    ids: &[String],
+    claims: &mut JoinSet<(String, Duration, Result<Claim, StoreError>)>,
+) {
+    for id in ids {
+        let (store, id) = (store.clone(), id.clone());
+        claims.spawn(async move {
+            let started = std::time::Instant::now();
+            let answer = claim(&store, &id, &ClaimToken::generate()).await;
+            (id, started.elapsed(), answer)
+        });
+    }
+}
+
+/// On a pool of one connection, a write left alone behind a group (queued while the group
+/// waited for the connection) is written on the connection the writer kept from the group,
+/// at once: it does not wait for a second connection the pool does not have (the pool's
+/// acquire timeout, then a failure).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lone_write_after_a_group_on_a_pool_of_one_connection_is_written_at_once() {
+    let (store, _dir) = store_of_one_connection().await;
+    let held = store.pool().acquire().await.unwrap();
+    let mut claims = JoinSet::new();
+    let group: Vec<String> = (0..5).map(|_| unique_event_id("group")).collect();
+    spawn_claims(&store, &group, &mut claims);
+    // The writer has taken the group and waits for the connection; the last claim queues.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    spawn_claims(&store, &[unique_event_id("lone")], &mut claims);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    drop(held);
+    for (id, took, answer) in claims.join_all().await {
+        assert_eq!(answer.expect("no claim fails"), Claim::Acquired, "{id}");
+        assert!(
+            took < Duration::from_secs(3),
+            "{id} answered after {took:?}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handler_transaction_holding_the_lock_fails_no_grouped_write() {
     let (store, url, _dir) = store().await;
