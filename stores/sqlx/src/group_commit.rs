@@ -13,6 +13,11 @@
 //! that error, as each would have got it from its own commit. A write whose caller has gone
 //! (its future dropped, e.g. a timeout) before the batch runs is never written.
 //!
+//! A writer keeps its connection from one group to the next while writes wait for it (a lone
+//! write among them is written on it too), and gives it back to the pool once none waits: on a
+//! pool of one connection, the writer and everything else (a handler's transaction, a write
+//! that runs alone) take the connection in turn.
+//!
 //! Where the dialect says so (PostgreSQL, MariaDB), a write that finds its writer idle and no
 //! write waiting for it is written by its caller, as the writer would write it alone, while it
 //! holds the writer's turn: a lone request saves the hop to the writer and back, and the

@@ -390,6 +390,7 @@ where
     let services = instances.map(|store| tower::Layer::layer(&layer(store), handler.clone()));
     let started = Instant::now();
     for trial in 0..trials {
+        let clocks = Clocks::now();
         let before = handler.calls();
         let id = unique_event_id("trial");
         let delivery = Delivery::event(&id, TYPE).signed(&secret(), fixtures::NOW);
@@ -413,13 +414,49 @@ where
         assert_eq!(
             handler.calls() - before,
             1,
-            "trial {trial}: the handler ran once"
+            "trial {trial}: the handler ran once{}",
+            clocks.stepped()
         );
     }
     eprintln!(
         "{trials} trials of {DELIVERIES} concurrent deliveries over two instances: 0 doubles, 0 losses, {:?}",
         started.elapsed()
     );
+}
+
+/// The wall clock and the monotonic clock read together, to tell a failure caused by a step
+/// of the machine's wall clock (which the database's leases are judged on: a forward step past
+/// the lease expires live claims at once, RELIABILITY.md, "the wall clocks") from one of the
+/// store.
+struct Clocks {
+    wall: std::time::SystemTime,
+    monotonic: Instant,
+}
+
+impl Clocks {
+    fn now() -> Self {
+        Self {
+            wall: std::time::SystemTime::now(),
+            monotonic: Instant::now(),
+        }
+    }
+
+    /// A note for a failure message: how far the wall clock stepped since [`Clocks::now`]
+    /// (more than 100 ms away from the monotonic clock), or nothing.
+    fn stepped(&self) -> String {
+        let monotonic = self.monotonic.elapsed().as_secs_f64();
+        let wall = match std::time::SystemTime::now().duration_since(self.wall) {
+            Ok(forward) => forward.as_secs_f64(),
+            Err(backward) => -backward.duration().as_secs_f64(),
+        };
+        match wall - monotonic {
+            step if step.abs() > 0.1 => format!(
+                " (the wall clock stepped {step:+.3} s during the trial: a forward step past \
+                 the lease expires live claims)"
+            ),
+            _ => String::new(),
+        }
+    }
 }
 
 /// A purge of a backlog of [`SANGHO_PURGE_ROWS`](env_count) expired rows (default 100 000)
