@@ -416,8 +416,7 @@ async fn claims_of_one_event_through_two_grouped_instances_acquire_once_on_maria
 /// after trial, and none fails.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
-async fn claims_of_one_event_through_two_grouped_instances_amid_other_events_acquire_once_on_mariadb()
- {
+async fn claims_of_one_event_amid_others_through_two_grouped_instances_acquire_once_on_mariadb() {
     let first = mariadb_store("group_amid", 16).await;
     let second = common::mariadb_store_on(first.store.table().as_str(), 16).await;
     let stores =
