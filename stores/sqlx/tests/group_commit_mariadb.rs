@@ -377,15 +377,24 @@ async fn a_group_cut_by_a_crash_of_the_database_loses_nothing_acknowledged_on_ma
     );
 }
 
+/// Two grouped stores (two app instances, a pool of 16 connections each) on one new table,
+/// and the table's test store, which drops it with its last clone.
+async fn two_grouped_instances(
+    label: &str,
+) -> (common::TestStore<MariaDbStore>, [MariaDbStore; 2]) {
+    let first = mariadb_store(label, 16).await;
+    let second = common::mariadb_store_on(first.store.table().as_str(), 16).await;
+    let stores =
+        [first.store.clone(), second].map(|store| store.with_group_commit(GroupCommit::MARIADB));
+    (first, stores)
+}
+
 /// Two grouped stores (two app instances) on one table: 100 concurrent claims of one event,
 /// alternating between them, acquire it exactly once, trial after trial.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
 async fn claims_of_one_event_through_two_grouped_instances_acquire_once_on_mariadb() {
-    let first = mariadb_store("group_two", 16).await;
-    let second = common::mariadb_store_on(first.store.table().as_str(), 16).await;
-    let stores =
-        [first.store.clone(), second].map(|store| store.with_group_commit(GroupCommit::MARIADB));
+    let (_table, stores) = two_grouped_instances("group_two").await;
     let trials = common::bodies::env_count("SANGHO_TRIALS", 200);
     for trial in 0..trials {
         let id = unique_event_id("two");
@@ -417,10 +426,7 @@ async fn claims_of_one_event_through_two_grouped_instances_acquire_once_on_maria
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
 async fn claims_of_one_event_amid_others_through_two_grouped_instances_acquire_once_on_mariadb() {
-    let first = mariadb_store("group_amid", 16).await;
-    let second = common::mariadb_store_on(first.store.table().as_str(), 16).await;
-    let stores =
-        [first.store.clone(), second].map(|store| store.with_group_commit(GroupCommit::MARIADB));
+    let (_table, stores) = two_grouped_instances("group_amid").await;
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut stream = JoinSet::new();
     for n in 0..32 {
