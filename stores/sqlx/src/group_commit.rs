@@ -97,8 +97,7 @@ impl GroupCommit {
     /// by default): one run of the project's test of two instances sharing a database, with
     /// it on, ran a handler twice for one event, and the cause is not found yet; do not turn
     /// it on in production before it is. Two commits at once, each on a connection of the
-    /// pool, up to 64
-    /// writes or 4 MiB of bound values each (well under the server's default
+    /// pool, up to 64 writes or 4 MiB of bound values each (well under the server's default
     /// `max_allowed_packet`, 16 MiB); a write that finds its writer idle, and no write
     /// waiting for it, is written by its caller at once. A group waits for no row lock: one
     /// that meets a row another transaction holds is rolled back, and each of its writes runs

@@ -6,7 +6,13 @@
 
 mod common;
 
-use std::time::Duration;
+use std::{
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
 
 use common::{mariadb_row_held, mariadb_store};
 use sangho_webhook::{
@@ -296,11 +302,6 @@ async fn a_receipt_of_a_held_row_in_a_group_holds_up_no_other_write_on_mariadb()
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs MariaDB's server binaries (mariadb-install-db, mariadbd): run with --include-ignored"]
 async fn a_group_cut_by_a_crash_of_the_database_loses_nothing_acknowledged_on_mariadb() {
-    use std::sync::{
-        Arc, Mutex,
-        atomic::{AtomicUsize, Ordering},
-    };
-
     use common::private_mariadb::PrivateMariaDb;
     use sqlx::mysql::MySqlPoolOptions;
 
@@ -398,7 +399,7 @@ async fn claims_of_one_event_through_two_grouped_instances_acquire_once_on_maria
     let trials = common::bodies::env_count("SANGHO_TRIALS", 200);
     for trial in 0..trials {
         let id = unique_event_id("two");
-        let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(100));
+        let barrier = Arc::new(tokio::sync::Barrier::new(100));
         let mut claims = JoinSet::new();
         for n in 0..100 {
             let (store, id, barrier) = (stores[n % 2].clone(), id.clone(), barrier.clone());
@@ -427,13 +428,13 @@ async fn claims_of_one_event_through_two_grouped_instances_acquire_once_on_maria
 #[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
 async fn claims_of_one_event_amid_others_through_two_grouped_instances_acquire_once_on_mariadb() {
     let (_table, stores) = two_grouped_instances("group_amid").await;
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
     let mut stream = JoinSet::new();
     for n in 0..32 {
         let (store, stop) = (stores[n % 2].clone(), stop.clone());
         stream.spawn(async move {
             let mut events = 0_u64;
-            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+            while !stop.load(Ordering::SeqCst) {
                 let (id, token) = (unique_event_id("other"), ClaimToken::generate());
                 assert_eq!(claim(&store, &id, &token).await, Claim::Acquired, "{id}");
                 assert_eq!(complete(&store, &id, &token).await, Completion::Recorded);
@@ -463,7 +464,7 @@ async fn claims_of_one_event_amid_others_through_two_grouped_instances_acquire_o
         let acquired = answers.iter().filter(|answer| **answer == Claim::Acquired);
         assert_eq!(acquired.count(), 1, "trial {trial}: {answers:?}");
     }
-    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    stop.store(true, Ordering::SeqCst);
     let streamed: u64 = stream.join_all().await.into_iter().sum();
     eprintln!("{trials} trials, 0 doubles, beside {streamed} other events");
 }
