@@ -66,17 +66,28 @@ CREATE TABLE IF NOT EXISTS processed_webhook_events (
 CREATE INDEX IF NOT EXISTS idx_webhook_processed_at
     ON processed_webhook_events (processed_at);
 
+-- Each index below holds only the rows of the mode that reads it. A row the index's statements
+-- never look for would still be an entry (a NULL key too, placed by its event id), and every
+-- write of it would change a page of that index: today's claims and completions stay out of
+-- inbox mode's indexes, and waiting inbox events (no expiry yet) out of the purge's.
+
 -- The purge deletes by each row's own expiry.
-CREATE INDEX IF NOT EXISTS idx_webhook_expires_at
-    ON processed_webhook_events (expires_at);
+CREATE INDEX IF NOT EXISTS idx_webhook_expiry
+    ON processed_webhook_events (expires_at) WHERE expires_at IS NOT NULL;
 
 -- Inbox mode's take reads the unfinished events in the order of receipt.
-CREATE INDEX IF NOT EXISTS idx_webhook_unfinished
-    ON processed_webhook_events (sequence) WHERE state IN ('received', 'in_flight');
+CREATE INDEX IF NOT EXISTS idx_webhook_inbox_unfinished
+    ON processed_webhook_events (sequence)
+    WHERE state IN ('received', 'in_flight') AND received_at IS NOT NULL;
 
 -- The receipt numbers each event one above the highest sequence: an index lookup, not a scan.
-CREATE INDEX IF NOT EXISTS idx_webhook_sequence
-    ON processed_webhook_events (sequence);
+CREATE INDEX IF NOT EXISTS idx_webhook_inbox_sequence
+    ON processed_webhook_events (sequence) WHERE sequence IS NOT NULL;
+
+-- The three indexes above replace these, which held every row (tables of earlier releases).
+DROP INDEX IF EXISTS idx_webhook_expires_at;
+DROP INDEX IF EXISTS idx_webhook_unfinished;
+DROP INDEX IF EXISTS idx_webhook_sequence;
 
 -- The events waiting for their first attempt, which the take hands out before retries.
 CREATE INDEX IF NOT EXISTS idx_webhook_fresh

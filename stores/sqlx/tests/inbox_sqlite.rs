@@ -9,7 +9,10 @@ mod common;
 
 sangho_webhook::inbox_conformance!(async { common::sqlite_store(8).await.inbox_under_test() });
 
-use std::{collections::BTreeSet, time::Duration};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    time::Duration,
+};
 
 use common::{
     LONG, TYPE, TestStore, acquire, bodies, claim, complete, sqlite_store, sqlite_store_at,
@@ -33,10 +36,21 @@ const PREVIOUS_RELEASE: &str = include_str!("sql/sqlite_previous_release.sql");
 /// The schema of inbox mode before ordering keys.
 const BEFORE_ORDERING_KEYS: &str = include_str!("sql/sqlite_before_ordering_keys.sql");
 
+/// The indexes of earlier releases that held every row, which `migrate` replaces by indexes of
+/// the rows their statements read.
+const REPLACED_INDEXES: [&str; 3] = [
+    "idx_webhook_expires_at",
+    "idx_webhook_unfinished",
+    "idx_webhook_sequence",
+];
+
 /// Inbox mode's statements whose query plans the tests check.
 const TAKE: &str = include_str!("../queries/sqlite/inbox_take.sql");
 const TAKE_MANY: &str = include_str!("../queries/sqlite/inbox_take_many.sql");
 const GAUGES: &str = include_str!("../queries/sqlite/inbox_gauges.sql");
+const RECEIVE: &str = include_str!("../queries/sqlite/inbox_receive.sql");
+const RECEIVE_MANY: &str = include_str!("../queries/sqlite/inbox_receive_many.sql");
+const REPLAY: &str = include_str!("../queries/sqlite/inbox_replay.sql");
 
 /// Now as the statements write it: Unix time in milliseconds.
 const NOW_MS: &str = "CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)";
@@ -175,14 +189,18 @@ async fn migrate_upgrades_a_table_of_the_previous_release_in_place_and_runs_agai
     for index in [
         "my_own_index",
         "idx_webhook_processed_at",
-        "idx_webhook_expires_at",
-        "idx_webhook_unfinished",
+        "idx_webhook_expiry",
+        "idx_webhook_inbox_unfinished",
+        "idx_webhook_inbox_sequence",
         "idx_webhook_fresh",
         "idx_webhook_ordering",
         "idx_webhook_key_leases",
         "idx_webhook_gauges",
     ] {
         assert!(indexes.contains(index), "{index} in {indexes:?}");
+    }
+    for replaced in REPLACED_INDEXES {
+        assert!(!indexes.contains(replaced), "{replaced} in {indexes:?}");
     }
     assert_eq!(
         bodies::event_ids(store.pool(), store.table()).await,
@@ -234,12 +252,18 @@ async fn migrate_adds_ordering_keys_to_an_inbox_table_without_them_and_keeps_its
     assert!(after_first.contains("ordering_key"), "{after_first}");
     let indexes = indexes(&store).await;
     for index in [
+        "idx_webhook_expiry",
+        "idx_webhook_inbox_unfinished",
+        "idx_webhook_inbox_sequence",
         "idx_webhook_fresh",
         "idx_webhook_ordering",
         "idx_webhook_key_leases",
         "idx_webhook_gauges",
     ] {
         assert!(indexes.contains(index), "{index} in {indexes:?}");
+    }
+    for replaced in REPLACED_INDEXES {
+        assert!(!indexes.contains(replaced), "{replaced} in {indexes:?}");
     }
     let shown = store.show(&dead).await.unwrap().expect("the dead event");
     assert_eq!(
@@ -365,7 +389,7 @@ async fn the_take_searches_its_indexes_never_the_whole_table() {
     {
         for index in [
             "idx_webhook_fresh",
-            "idx_webhook_unfinished",
+            "idx_webhook_inbox_unfinished",
             "idx_webhook_ordering",
         ] {
             assert!(
@@ -374,6 +398,32 @@ async fn the_take_searches_its_indexes_never_the_whole_table() {
             );
         }
         for read in table_reads(&plan) {
+            assert!(read.contains(" USING "), "{read} in {plan:#?}");
+        }
+    }
+}
+
+/// A receipt (and a replay) numbers its event from the highest sequence of receipt, which it
+/// reads from one end of an index: never by scanning the completed events of either mode.
+#[tokio::test]
+async fn a_receipt_reads_the_highest_sequence_from_an_index() {
+    let test = beside_100_000_completed_events().await;
+    let store = test.store.clone();
+    let many = RECEIVE_MANY.replace("{rows}", "(?, ?, ?, ?, ?, ?), (?, ?, ?, ?, ?, ?)");
+    for plan in [
+        query_plans(&store, RECEIVE).await,
+        query_plans(&store, &many).await,
+        query_plans(&store, REPLAY).await,
+    ]
+    .concat()
+    {
+        assert!(
+            plan.iter()
+                .any(|step| step.contains("COVERING INDEX idx_webhook_inbox_sequence")),
+            "{plan:#?}"
+        );
+        let table = format!(" {} ", store.table().as_str());
+        for read in plan.iter().filter(|step| step.contains(&table)) {
             assert!(read.contains(" USING "), "{read} in {plan:#?}");
         }
     }
@@ -633,6 +683,66 @@ async fn the_provider_s_cleanup_never_deletes_an_unfinished_inbox_event() {
     .await;
 }
 
+/// The entries of each index of the store's table, as `ANALYZE` counts them (an index without
+/// entries has no row; the table itself is its primary key's, and not counted).
+async fn index_entries(store: &SqliteStore) -> BTreeMap<String, u64> {
+    run(store, "ANALYZE").await;
+    let stats: Vec<(String, String)> =
+        sqlx::query_as("SELECT idx, stat FROM sqlite_stat1 WHERE tbl = ?1 AND idx <> tbl")
+            .bind(store.table().as_str())
+            .fetch_all(store.pool())
+            .await
+            .expect("the statistics");
+    stats
+        .into_iter()
+        .map(|(index, stat)| {
+            let entries = stat.split(' ').next().and_then(|n| n.parse().ok());
+            (index, entries.expect("the entries first"))
+        })
+        .collect()
+}
+
+/// Each mode's rows are entries only of the indexes its statements read: today's claims and
+/// completions are not in inbox mode's indexes, and waiting inbox events, which have no expiry
+/// yet, are not in the purge's. An entry the statements never look for would cost a page
+/// written at every write of its row.
+#[tokio::test]
+async fn each_mode_s_rows_are_entries_only_of_the_indexes_that_mode_reads() {
+    let test = sqlite_store(4).await;
+    let store = test.store.clone();
+    for n in 0..100 {
+        let id = unique_event_id("direct");
+        let token = acquire(&store, &id, LONG).await;
+        if n % 2 == 0 {
+            assert_eq!(
+                complete(&store, &id, &token, LONG).await,
+                Completion::Recorded
+            );
+        }
+    }
+    for _ in 0..100 {
+        stored(&store, "waiting").await;
+    }
+
+    let entries = index_entries(&store).await;
+    let total: u64 = entries.values().sum();
+    assert_eq!(total, 200 + 100 + 4 * 100, "{entries:?}");
+    let of = |index: &str| entries.get(index).copied().unwrap_or(0);
+    // The provider's index, kept as the provider documents it: every row.
+    assert_eq!(of("idx_webhook_processed_at"), 200, "{entries:?}");
+    // The purge's: the 100 rows of today's mode, each with its expiry.
+    assert_eq!(of("idx_webhook_expiry"), 100, "{entries:?}");
+    // Inbox mode's: the 100 waiting events, and nothing else.
+    for index in [
+        "idx_webhook_inbox_sequence",
+        "idx_webhook_inbox_unfinished",
+        "idx_webhook_fresh",
+        "idx_webhook_gauges",
+    ] {
+        assert_eq!(of(index), 100, "{index} in {entries:?}");
+    }
+}
+
 #[tokio::test]
 async fn a_direct_mode_claim_of_an_inbox_event_is_a_duplicate_in_every_state() {
     let test = sqlite_store(4).await;
@@ -752,6 +862,40 @@ async fn the_rebuild_s_time_per_million_rows() {
     assert!(created_with(&store).await.contains("'received'"));
     let per_million = took.as_secs_f64() * 1_000_000.0 / rows as f64;
     println!("rebuilt {rows} rows in {took:.2?}: {per_million:.2} s per million rows");
+}
+
+/// How long `migrate()` takes to replace the indexes of every row (an inbox table of an earlier
+/// release) by the indexes of each mode's rows, on a table of `SANGHO_REBUILD_ROWS` completed
+/// events (1,000,000 by default, half of each mode), printed per million rows. Run with
+/// `--ignored --nocapture the_index_replacement_s_time`.
+#[tokio::test]
+#[ignore = "a measurement: run with --ignored --nocapture"]
+async fn the_index_replacement_s_time_per_million_rows() {
+    let rows = bodies::env_count("SANGHO_REBUILD_ROWS", 1_000_000);
+    let test = beside_completed_events(rows).await;
+    let store = test.store.clone();
+    run(
+        &store,
+        "DROP INDEX idx_webhook_expiry;
+         DROP INDEX idx_webhook_inbox_unfinished;
+         DROP INDEX idx_webhook_inbox_sequence;
+         CREATE INDEX idx_webhook_expires_at ON {table} (expires_at);
+         CREATE INDEX idx_webhook_unfinished ON {table} (sequence)
+             WHERE state IN ('received', 'in_flight');
+         CREATE INDEX idx_webhook_sequence ON {table} (sequence);",
+    )
+    .await;
+    let started = std::time::Instant::now();
+    store.migrate().await.expect("the indexes replaced");
+    let took = started.elapsed();
+    let indexes = indexes(&store).await;
+    for replaced in REPLACED_INDEXES {
+        assert!(!indexes.contains(replaced), "{replaced} in {indexes:?}");
+    }
+    let per_million = took.as_secs_f64() * 1_000_000.0 / rows as f64;
+    println!(
+        "replaced the indexes of {rows} rows in {took:.2?}: {per_million:.2} s per million rows"
+    );
 }
 
 #[tokio::test]

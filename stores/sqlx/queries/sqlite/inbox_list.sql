@@ -6,7 +6,7 @@
 -- ordering key.
 SELECT event_id, event_type, state, received_at, attempts, last_error, ordering_key
 FROM {table}
-WHERE received_at IS NOT NULL
+WHERE received_at IS NOT NULL AND sequence IS NOT NULL
   AND (state <> 'completed' OR expires_at > CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER))
   AND (?1 IS NULL OR state = ?1)
   AND (?2 IS NULL OR event_type = ?2)

@@ -20,7 +20,7 @@ INSERT INTO {table} AS e (event_id, event_type, processed_at, state, claim_token
                           due_at, attempts, replays, last_error, history, ordering_key)
 VALUES (?1, ?2, NULL, 'received', NULL, NULL,
         CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), NULL,
-        (SELECT COALESCE(MAX(sequence), 0) + 1 FROM {table}), ?3, ?4, ?5,
+        (SELECT COALESCE(MAX(sequence), 0) + 1 FROM {table} WHERE sequence IS NOT NULL), ?3, ?4, ?5,
         CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), 0, 0, NULL, NULL,
         ?6)
 ON CONFLICT (event_id) DO UPDATE SET

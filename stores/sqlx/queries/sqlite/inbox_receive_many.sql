@@ -15,7 +15,7 @@ INSERT INTO {table} AS e (event_id, event_type, processed_at, state, claim_token
                           due_at, attempts, replays, last_error, history, ordering_key)
 SELECT event_id, event_type, NULL, 'received', NULL, NULL,
        CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), NULL,
-       (SELECT COALESCE(MAX(sequence), 0) FROM {table}) + position, body, headers, request_path,
+       (SELECT COALESCE(MAX(sequence), 0) FROM {table} WHERE sequence IS NOT NULL) + position, body, headers, request_path,
        CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER), 0, 0, NULL, NULL,
        ordering_key
 FROM numbered

@@ -18,7 +18,7 @@ SET history = substr(
     attempts = 0,
     replays = replays + 1,
     replayed_at = CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER),
-    sequence = (SELECT COALESCE(MAX(sequence), 0) + 1 FROM {table})
+    sequence = (SELECT COALESCE(MAX(sequence), 0) + 1 FROM {table} WHERE sequence IS NOT NULL)
 WHERE event_id = ?1 AND received_at IS NOT NULL
   AND (state IN ('received', 'dead')
        OR (state = 'in_flight' AND due_at <= CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER))

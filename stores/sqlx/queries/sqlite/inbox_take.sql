@@ -45,7 +45,7 @@ WHERE event_id = coalesce(
      ORDER BY c.sequence
      LIMIT 1),
     (SELECT c.event_id FROM {table} AS c
-     WHERE c.state IN ('received', 'in_flight') AND c.sequence IS NOT NULL
+     WHERE c.state IN ('received', 'in_flight') AND c.received_at IS NOT NULL
        AND c.due_at <= CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)
        AND (c.ordering_key IS NULL
             OR (NOT EXISTS (SELECT 1 FROM {table} AS k

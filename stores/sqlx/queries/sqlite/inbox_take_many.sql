@@ -43,7 +43,7 @@ fresh AS MATERIALIZED (
 ),
 due AS MATERIALIZED (
     SELECT c.event_id, c.sequence FROM {table} AS c
-    WHERE c.state IN ('received', 'in_flight') AND c.sequence IS NOT NULL
+    WHERE c.state IN ('received', 'in_flight') AND c.received_at IS NOT NULL
       AND c.due_at <= (SELECT now FROM clock)
       AND c.event_id NOT IN (SELECT event_id FROM fresh)
       AND (c.ordering_key IS NULL
