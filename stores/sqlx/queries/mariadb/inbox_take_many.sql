@@ -1,7 +1,7 @@
 -- Inbox mode: take due events, up to one for each worker that waits for one, under each
 -- worker's lease, in one transaction at READ COMMITTED (MariaDB has no UPDATE … RETURNING).
 -- The store runs these statements in turn, each with the binds its comment names, and keeps
--- what they answer between them (`take_batch` in the MariaDB dialect):
+-- what they answer between them (`take_many` in the MariaDB dialect):
 --
 -- 1. and 2. With new events first: the first new event the take may hand out (a plain read),
 --    then up to N of them from there (a locking read), N the number of waiting workers.
@@ -9,8 +9,10 @@
 --    attempt and the first whose lease ran out (a plain read), that one locked, then up to N
 --    (less that one) due events from the first (a locking read).
 -- 6. The ordering keys' rule, tested again on the locked events: the events it holds back.
--- 7. The taken events go in flight, each under its worker's token.
--- 8. The taken events, as the workers get them.
+-- 7. The taken events go in flight, each under its worker's token. The workers get the
+--    events as the locking reads answered them, each with its attempt counted: a locked row
+--    changes only by statement 7, and a statement that read them again would cost each turn a
+--    round trip.
 -- One take runs one search, new events or due ones: workers left without an event by a take
 -- that found some wait for the next.
 --
@@ -65,9 +67,13 @@ WHERE c.state = 'received' AND c.attempts = 0 AND c.due_at <= UTC_TIMESTAMP(6)
                                   OR k.due_at > UTC_TIMESTAMP(6)))))
 ORDER BY c.sequence
 LIMIT 1;
--- 2. Binds: the sequence number 1 answered, N. Answers the locked events (id, sequence,
--- ordering key).
-SELECT c.event_id, c.sequence, c.ordering_key
+-- 2. Binds: the sequence number 1 answered, N. Answers the locked events: id, sequence,
+-- ordering key, then what the worker gets (type, body, headers, path, received and budget
+-- start in Unix ms, the attempts before this one).
+SELECT c.event_id, c.sequence, c.ordering_key, c.event_type, c.body, c.headers, c.request_path,
+       CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', c.received_at) DIV 1000 AS SIGNED),
+       CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', COALESCE(c.replayed_at, c.received_at)) DIV 1000 AS SIGNED),
+       CAST(c.attempts AS SIGNED)
 FROM {table} AS c FORCE INDEX (idx_webhook_fresh)
 WHERE c.state = 'received' AND c.attempts = 0 AND c.sequence >= ?
   AND c.due_at <= UTC_TIMESTAMP(6)
@@ -110,15 +116,21 @@ SELECT
      ORDER BY c.sequence
      LIMIT 1) AS lost
 FROM DUAL;
--- 4. Binds: the id 3 answered. Answers the event whose lease ran out, locked (id, sequence,
--- ordering key), or no row (another take has it, or its worker completed it since).
-SELECT event_id, sequence, ordering_key
+-- 4. Binds: the id 3 answered. Answers the event whose lease ran out, locked (the columns of
+-- 2.), or no row (another take has it, or its worker completed it since).
+SELECT event_id, sequence, ordering_key, event_type, body, headers, request_path,
+       CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', received_at) DIV 1000 AS SIGNED),
+       CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', COALESCE(replayed_at, received_at)) DIV 1000 AS SIGNED),
+       CAST(attempts AS SIGNED)
 FROM {table}
 WHERE event_id = ? AND state = 'in_flight' AND due_at <= UTC_TIMESTAMP(6)
 FOR UPDATE SKIP LOCKED;
 -- 5. Binds: the sequence number 3 answered, N (less the event 4 locked). Answers the locked
--- events (id, sequence, ordering key).
-SELECT c.event_id, c.sequence, c.ordering_key
+-- events (the columns of 2.).
+SELECT c.event_id, c.sequence, c.ordering_key, c.event_type, c.body, c.headers, c.request_path,
+       CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', c.received_at) DIV 1000 AS SIGNED),
+       CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', COALESCE(c.replayed_at, c.received_at)) DIV 1000 AS SIGNED),
+       CAST(c.attempts AS SIGNED)
 FROM {table} AS c FORCE INDEX (idx_webhook_unfinished)
 WHERE c.state = 'received' AND c.sequence >= ? AND c.due_at <= UTC_TIMESTAMP(6)
   AND (c.ordering_key IS NULL
@@ -157,12 +169,4 @@ SET last_error = IF(state = 'in_flight', 'the lease ran out', last_error),
     state = 'in_flight',
     claim_token = CASE event_id {tokens} END,
     due_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
-WHERE event_id IN ({ids});
--- 8. Binds: the taken events' ids ({ids}). Answers each taken event (id, type, body, headers,
--- path, received and budget start in Unix milliseconds, this attempt's number, ordering key).
-SELECT event_id, event_type, body, headers, request_path,
-       CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', received_at) DIV 1000 AS SIGNED),
-       CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', COALESCE(replayed_at, received_at)) DIV 1000 AS SIGNED),
-       CAST(attempts AS SIGNED), ordering_key
-FROM {table}
 WHERE event_id IN ({ids});

@@ -484,8 +484,37 @@ fn complete_many<'c>(
     })
 }
 
-/// An event a take's search locked: its id, sequence number and ordering key.
-type Locked = (String, i64, Option<String>);
+/// An event a take's search locked: its id, sequence number and ordering key, then what the
+/// worker gets ([`TakenRow`]'s columns after the id and before the key), with the attempts
+/// before this take's.
+type Locked = (
+    String,
+    i64,
+    Option<String>,
+    String,
+    Vec<u8>,
+    Option<String>,
+    Option<String>,
+    i64,
+    i64,
+    i64,
+);
+
+/// What the worker gets of a locked event once the take counted its attempt.
+fn taken(locked: Locked) -> TakenRow {
+    let (id, _, key, event_type, body, headers, path, received, budget, attempts) = locked;
+    (
+        id,
+        event_type,
+        body,
+        headers,
+        path,
+        received,
+        budget,
+        attempts + 1,
+        key,
+    )
+}
 
 /// A turn of takes, in one transaction on `connection`, by `inbox_take_many.sql` (its
 /// statements are numbered as in the file): an event for each of the first takes, under its
@@ -539,20 +568,20 @@ async fn take_many_in(
             locked.extend(due);
         }
     }
-    if locked.iter().any(|(_, _, key)| key.is_some()) {
-        let ids: Vec<&str> = locked.iter().map(|(id, _, _)| id.as_str()).collect();
+    if locked.iter().any(|locked| locked.2.is_some()) {
+        let ids: Vec<&str> = locked.iter().map(|locked| locked.0.as_str()).collect();
         let held: Vec<(String,)> =
             bind_ids(sqlx::query_as(listed(&statements[5], ids.len())), &ids)
                 .fetch_all(&mut *transaction)
                 .await?;
-        locked.retain(|(id, _, _)| !held.iter().any(|(held,)| held == id));
+        locked.retain(|locked| !held.iter().any(|(held,)| *held == locked.0));
     }
     if locked.is_empty() {
         transaction.commit().await?;
         return Ok(Vec::new());
     }
-    locked.sort_by_key(|(_, sequence, _)| *sequence);
-    let ids: Vec<&str> = locked.iter().map(|(id, _, _)| id.as_str()).collect();
+    locked.sort_by_key(|locked| locked.1);
+    let ids: Vec<&str> = locked.iter().map(|locked| locked.0.as_str()).collect();
     let mut update = sqlx::query(listed(&statements[6], ids.len()));
     for (id, take) in ids.iter().zip(takes) {
         update = update.bind(*id).bind(take.token.as_str());
@@ -563,12 +592,11 @@ async fn take_many_in(
     bind_ids(update.bind(lease), &ids)
         .execute(&mut *transaction)
         .await?;
-    let mut rows: Vec<TakenRow> = bind_ids(sqlx::query_as(listed(&statements[7], ids.len())), &ids)
-        .fetch_all(&mut *transaction)
-        .await?;
     transaction.commit().await?;
-    rows.sort_by_key(|row| ids.iter().position(|id| *id == row.0));
-    Ok(rows.into_iter().map(Some).collect())
+    Ok(locked
+        .into_iter()
+        .map(|locked| Some(taken(locked)))
+        .collect())
 }
 
 /// `sql` with its lists for `count` events, padded to the next power of two (few statements
