@@ -203,10 +203,10 @@ pub type SqliteStore = SqlStore<dialect::Sqlite>;
 /// Receipts are one statement each (`INSERT … ON DUPLICATE KEY UPDATE … RETURNING`), committed
 /// on their own. MariaDB has no `UPDATE … RETURNING`, so a take, a renewal, a completion, a
 /// failure, an abandon and a replay each run as one short transaction at READ COMMITTED: the
-/// event's row is locked (`SELECT … FOR UPDATE`, `SKIP LOCKED` for a take, so that concurrent
-/// workers pass over each other's rows), updated, and read back. A transaction InnoDB aborts
-/// on a deadlock changed nothing and is run again, up to three times. The workers poll (no
-/// notifications between processes on MariaDB).
+/// event's row is locked (`SELECT … FOR UPDATE`; for a take `SKIP LOCKED`, so that concurrent
+/// workers pass over each other's rows, and the locking read answers the taken event), then
+/// updated. A transaction InnoDB aborts on a deadlock changed nothing and is run again, up to
+/// three times. The workers poll (no notifications between processes on MariaDB).
 ///
 /// A receipt or a replay of an event with an ordering key holds the key's lock meanwhile, so
 /// that the events of one key commit in the order of their sequence numbers: a named lock
