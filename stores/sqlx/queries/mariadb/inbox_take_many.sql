@@ -67,13 +67,13 @@ WHERE c.state = 'received' AND c.attempts = 0 AND c.due_at <= UTC_TIMESTAMP(6)
                                   OR k.due_at > UTC_TIMESTAMP(6)))))
 ORDER BY c.sequence
 LIMIT 1;
--- 2. Binds: the sequence number 1 answered, N. Answers the locked events: id, sequence,
--- ordering key, then what the worker gets (type, body, headers, path, received and budget
--- start in Unix ms, the attempts before this one).
-SELECT c.event_id, c.sequence, c.ordering_key, c.event_type, c.body, c.headers, c.request_path,
+-- 2. Binds: the sequence number 1 answered, N. Answers the locked events: the sequence number,
+-- then what the worker gets (id, type, body, headers, path, received and budget start in Unix
+-- ms, the attempts before this one, ordering key).
+SELECT c.sequence, c.event_id, c.event_type, c.body, c.headers, c.request_path,
        CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', c.received_at) DIV 1000 AS SIGNED),
        CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', COALESCE(c.replayed_at, c.received_at)) DIV 1000 AS SIGNED),
-       CAST(c.attempts AS SIGNED)
+       CAST(c.attempts AS SIGNED), c.ordering_key
 FROM {table} AS c FORCE INDEX (idx_webhook_fresh)
 WHERE c.state = 'received' AND c.attempts = 0 AND c.sequence >= ?
   AND c.due_at <= UTC_TIMESTAMP(6)
@@ -118,19 +118,19 @@ SELECT
 FROM DUAL;
 -- 4. Binds: the id 3 answered. Answers the event whose lease ran out, locked (the columns of
 -- 2.), or no row (another take has it, or its worker completed it since).
-SELECT event_id, sequence, ordering_key, event_type, body, headers, request_path,
+SELECT sequence, event_id, event_type, body, headers, request_path,
        CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', received_at) DIV 1000 AS SIGNED),
        CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', COALESCE(replayed_at, received_at)) DIV 1000 AS SIGNED),
-       CAST(attempts AS SIGNED)
+       CAST(attempts AS SIGNED), ordering_key
 FROM {table}
 WHERE event_id = ? AND state = 'in_flight' AND due_at <= UTC_TIMESTAMP(6)
 FOR UPDATE SKIP LOCKED;
 -- 5. Binds: the sequence number 3 answered, N (less the event 4 locked). Answers the locked
 -- events (the columns of 2.).
-SELECT c.event_id, c.sequence, c.ordering_key, c.event_type, c.body, c.headers, c.request_path,
+SELECT c.sequence, c.event_id, c.event_type, c.body, c.headers, c.request_path,
        CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', c.received_at) DIV 1000 AS SIGNED),
        CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', COALESCE(c.replayed_at, c.received_at)) DIV 1000 AS SIGNED),
-       CAST(c.attempts AS SIGNED)
+       CAST(c.attempts AS SIGNED), c.ordering_key
 FROM {table} AS c FORCE INDEX (idx_webhook_unfinished)
 WHERE c.state = 'received' AND c.sequence >= ? AND c.due_at <= UTC_TIMESTAMP(6)
   AND (c.ordering_key IS NULL

@@ -5,9 +5,9 @@ use std::{future::Future, sync::Arc, time::Duration};
 use sangho_webhook::store::StoreError;
 
 use sqlx::{
-    AssertSqlSafe, Connection, Executor, MySql,
+    AssertSqlSafe, Connection, Executor, MySql, Row,
     error::DatabaseError,
-    mysql::{MySqlConnectOptions, MySqlConnection, MySqlDatabaseError, MySqlPoolOptions},
+    mysql::{MySqlConnectOptions, MySqlConnection, MySqlDatabaseError, MySqlPoolOptions, MySqlRow},
     pool::PoolConnection,
 };
 
@@ -484,36 +484,24 @@ fn complete_many<'c>(
     })
 }
 
-/// An event a take's search locked: its id, sequence number and ordering key, then what the
-/// worker gets ([`TakenRow`]'s columns after the id and before the key), with the attempts
-/// before this take's.
-type Locked = (
-    String,
-    i64,
-    Option<String>,
-    String,
-    Vec<u8>,
-    Option<String>,
-    Option<String>,
-    i64,
-    i64,
-    i64,
-);
+/// An event a take's search locked: its sequence number, and what the worker gets, with the
+/// attempts before this take's.
+type Locked = (i64, TakenRow);
 
-/// What the worker gets of a locked event once the take counted its attempt.
-fn taken(locked: Locked) -> TakenRow {
-    let (id, _, key, event_type, body, headers, path, received, budget, attempts) = locked;
-    (
-        id,
-        event_type,
-        body,
-        headers,
-        path,
-        received,
-        budget,
-        attempts + 1,
-        key,
-    )
+/// A row of a take's locking read: the sequence number, then [`TakenRow`]'s columns.
+fn locked_row(row: MySqlRow) -> Result<Locked, sqlx::Error> {
+    let taken = (
+        row.try_get(1)?,
+        row.try_get(2)?,
+        row.try_get(3)?,
+        row.try_get(4)?,
+        row.try_get(5)?,
+        row.try_get(6)?,
+        row.try_get(7)?,
+        row.try_get(8)?,
+        row.try_get(9)?,
+    );
+    Ok((row.try_get(0)?, taken))
 }
 
 /// A turn of takes, in one transaction on `connection`, by `inbox_take_many.sql` (its
@@ -542,9 +530,10 @@ async fn take_many_in(
             .fetch_optional(&mut *transaction)
             .await?;
         if let Some(from) = from {
-            locked = sqlx::query_as(sql(2))
+            locked = sqlx::query(sql(2))
                 .bind(from)
                 .bind(most as i64)
+                .try_map(locked_row)
                 .fetch_all(&mut *transaction)
                 .await?;
         }
@@ -553,35 +542,37 @@ async fn take_many_in(
         let (due_from, lost): (Option<i64>, Option<String>) =
             sqlx::query_as(sql(3)).fetch_one(&mut *transaction).await?;
         if let Some(lost) = lost {
-            let lost: Option<Locked> = sqlx::query_as(sql(4))
+            let lost: Option<Locked> = sqlx::query(sql(4))
                 .bind(lost)
+                .try_map(locked_row)
                 .fetch_optional(&mut *transaction)
                 .await?;
             locked.extend(lost);
         }
         if let (Some(from), room @ 1..) = (due_from, most - locked.len()) {
-            let due: Vec<Locked> = sqlx::query_as(sql(5))
+            let due: Vec<Locked> = sqlx::query(sql(5))
                 .bind(from)
                 .bind(room as i64)
+                .try_map(locked_row)
                 .fetch_all(&mut *transaction)
                 .await?;
             locked.extend(due);
         }
     }
-    if locked.iter().any(|locked| locked.2.is_some()) {
-        let ids: Vec<&str> = locked.iter().map(|locked| locked.0.as_str()).collect();
+    if locked.iter().any(|(_, taken)| taken.8.is_some()) {
+        let ids: Vec<&str> = locked.iter().map(|(_, taken)| taken.0.as_str()).collect();
         let held: Vec<(String,)> =
             bind_ids(sqlx::query_as(listed(&statements[5], ids.len())), &ids)
                 .fetch_all(&mut *transaction)
                 .await?;
-        locked.retain(|locked| !held.iter().any(|(held,)| *held == locked.0));
+        locked.retain(|(_, taken)| !held.iter().any(|(held,)| *held == taken.0));
     }
     if locked.is_empty() {
         transaction.commit().await?;
         return Ok(Vec::new());
     }
-    locked.sort_by_key(|locked| locked.1);
-    let ids: Vec<&str> = locked.iter().map(|locked| locked.0.as_str()).collect();
+    locked.sort_by_key(|(sequence, _)| *sequence);
+    let ids: Vec<&str> = locked.iter().map(|(_, taken)| taken.0.as_str()).collect();
     let mut update = sqlx::query(listed(&statements[6], ids.len()));
     for (id, take) in ids.iter().zip(takes) {
         update = update.bind(*id).bind(take.token.as_str());
@@ -593,9 +584,13 @@ async fn take_many_in(
         .execute(&mut *transaction)
         .await?;
     transaction.commit().await?;
+    // What the locking reads answered, with the attempt the `UPDATE` counted.
     Ok(locked
         .into_iter()
-        .map(|locked| Some(taken(locked)))
+        .map(|(_, mut taken)| {
+            taken.7 += 1;
+            Some(taken)
+        })
         .collect())
 }
 
