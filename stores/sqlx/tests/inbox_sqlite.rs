@@ -43,6 +43,7 @@ const GAUGES: &str = include_str!("../queries/sqlite/inbox_gauges.sql");
 const RECEIVE: &str = include_str!("../queries/sqlite/inbox_receive.sql");
 const RECEIVE_MANY: &str = include_str!("../queries/sqlite/inbox_receive_many.sql");
 const REPLAY: &str = include_str!("../queries/sqlite/inbox_replay.sql");
+const LIST: &str = include_str!("../queries/sqlite/inbox_list.sql");
 
 /// Now as the statements write it: Unix time in milliseconds.
 const NOW_MS: &str = "CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)";
@@ -416,6 +417,25 @@ async fn a_receipt_reads_the_highest_sequence_from_an_index() {
         for read in plan.iter().filter(|step| step.contains(&table)) {
             assert!(read.contains(" USING "), "{read} in {plan:#?}");
         }
+    }
+}
+
+/// The operators' list reads the inbox events in the order of receipt from an index: it
+/// neither reads the completed events of today's mode nor sorts what it found.
+#[tokio::test]
+async fn the_list_reads_the_inbox_events_in_index_order() {
+    let test = beside_100_000_completed_events().await;
+    let store = test.store.clone();
+    for plan in query_plans(&store, LIST).await {
+        assert!(
+            plan.iter()
+                .any(|step| step.contains("USING INDEX idx_webhook_inbox_sequence")),
+            "{plan:#?}"
+        );
+        assert!(
+            !plan.iter().any(|step| step.contains("TEMP B-TREE")),
+            "{plan:#?}"
+        );
     }
 }
 

@@ -1,5 +1,6 @@
 -- Inbox mode: the events a filter selects in the order of receipt (a replayed event in the
--- place of its replay), at most a limit.
+-- place of its replay), at most a limit. Every inbox event has a sequence number: saying so
+-- lets the list read them in order from `idx_webhook_inbox_sequence`, which holds no other row.
 -- Binds: ?1 state or NULL, ?2 event type or NULL, ?3 received at or after (Unix ms) or NULL,
 -- ?4 received before (Unix ms) or NULL, ?5 the limit, ?6 the ordering key or NULL.
 -- Answers one row per event: id, type, state, received (Unix ms), attempts, last error,
