@@ -40,6 +40,13 @@
 --
 -- Run `PRAGMA journal_mode = WAL;` once on the database file as well (`SqliteStore::migrate`
 -- does): readers then never wait for the writer.
+--
+-- The table keeps its rows in the order they were written (a rowid table, the event id in an
+-- index of its own): a group of receipts or claims appends its rows to the last pages, and an
+-- inbox event's 2 KiB body stays in its row's page. Keyed by the event id instead (`WITHOUT
+-- ROWID`, as earlier releases created it), each new row went to a page of its own at a random
+-- place, and a body over about 1 000 bytes to an overflow page besides: a group of 32 receipts
+-- wrote twice the pages before its flush.
 
 CREATE TABLE IF NOT EXISTS processed_webhook_events (
     event_id     VARCHAR(50)  NOT NULL PRIMARY KEY,
@@ -61,7 +68,7 @@ CREATE TABLE IF NOT EXISTS processed_webhook_events (
     last_error   TEXT,
     history      TEXT,
     ordering_key VARCHAR(200)
-) WITHOUT ROWID;
+);
 
 CREATE INDEX IF NOT EXISTS idx_webhook_processed_at
     ON processed_webhook_events (processed_at);
@@ -140,13 +147,14 @@ CREATE INDEX IF NOT EXISTS idx_webhook_gauges
 --
 -- A table of the store's previous release (its state check allows only 'in_flight' and
 -- 'completed'; so does a table of the provider's schema that it adopted) is rebuilt by
--- `SqliteStore::migrate`: SQLite cannot alter a check. By hand, in one transaction (it holds
+-- `SqliteStore::migrate`: SQLite cannot alter a check. So is a table created `WITHOUT ROWID`
+-- (by an earlier release): SQLite cannot change a table's layout either. By hand, in one
+-- transaction (it holds
 -- the database's write lock throughout: receipts and claims wait, up to their busy timeout),
 -- add the inbox columns above that are missing (received_at to ordering_key), then:
 --
 -- BEGIN IMMEDIATE;
--- CREATE TABLE processed_webhook_events_rebuild (…the columns of the CREATE TABLE above…)
---     WITHOUT ROWID;
+-- CREATE TABLE processed_webhook_events_rebuild (…the columns of the CREATE TABLE above…);
 -- INSERT INTO processed_webhook_events_rebuild SELECT event_id, event_type, processed_at,
 --     state, claim_token, expires_at, received_at, replayed_at, sequence, body, headers,
 --     request_path, due_at, attempts, replays, last_error, history, ordering_key

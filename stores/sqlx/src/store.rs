@@ -398,7 +398,7 @@ impl<D: Dialect> SqlStore<D> {
     /// rows under the previous release's claims, with a transaction holding the table for 3 s: no
     /// claim failed, the longest waited 0.5 s (RELIABILITY.md, section 7). The scripts in
     /// `migrations/` set the same waits in their statements. On SQLite, the table of the previous
-    /// release is rebuilt once instead (see the crate's README).
+    /// release, or one created `WITHOUT ROWID`, is rebuilt once instead (see the crate's README).
     ///
     /// # Errors
     ///

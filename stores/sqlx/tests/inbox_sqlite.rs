@@ -82,10 +82,25 @@ async fn indexes(store: &SqliteStore) -> BTreeSet<String> {
         .collect()
 }
 
-/// Asserts that the store's table has every index `migrate` builds, and none of the indexes of
-/// earlier releases that held every row (which it replaces by indexes of the rows their
-/// statements read); answers all its indexes.
-async fn has_the_store_s_indexes(store: &SqliteStore) -> BTreeSet<String> {
+/// Whether the store's table keeps its rows by event id (`WITHOUT ROWID`) rather than in the
+/// order they were written.
+async fn is_without_rowid(store: &SqliteStore) -> bool {
+    sqlx::query_scalar("SELECT wr FROM pragma_table_list WHERE schema = 'main' AND name = ?1")
+        .bind(store.table().as_str())
+        .fetch_one(store.pool())
+        .await
+        .expect("the table's layout")
+}
+
+/// Asserts that the store's table keeps its rows in the order they were written, has every
+/// index `migrate` builds, and none of the indexes of earlier releases that held every row
+/// (which it replaces by indexes of the rows their statements read); answers all its indexes.
+async fn has_the_store_s_layout(store: &SqliteStore) -> BTreeSet<String> {
+    assert!(
+        !is_without_rowid(store).await,
+        "rows by event id: {}",
+        created_with(store).await
+    );
     let indexes = indexes(store).await;
     for index in [
         "idx_webhook_processed_at",
@@ -205,7 +220,7 @@ async fn migrate_upgrades_a_table_of_the_previous_release_in_place_and_runs_agai
     assert_eq!(created_with(&store).await, after_first, "no second rebuild");
 
     assert!(after_first.contains("'received'"), "{after_first}");
-    let indexes = has_the_store_s_indexes(&store).await;
+    let indexes = has_the_store_s_layout(&store).await;
     assert!(indexes.contains("my_own_index"), "{indexes:?}");
     assert_eq!(
         bodies::event_ids(store.pool(), store.table()).await,
@@ -255,7 +270,7 @@ async fn migrate_adds_ordering_keys_to_an_inbox_table_without_them_and_keeps_its
     assert_eq!(created_with(&store).await, after_first);
 
     assert!(after_first.contains("ordering_key"), "{after_first}");
-    has_the_store_s_indexes(&store).await;
+    has_the_store_s_layout(&store).await;
     let shown = store.show(&dead).await.unwrap().expect("the dead event");
     assert_eq!(
         (shown.summary.state, shown.summary.ordering_key),
@@ -520,6 +535,7 @@ async fn migrate_upgrades_a_table_of_the_provider_schema_and_runs_again() {
     store.migrate().await.expect("migrate runs again");
 
     assert!(created_with(&store).await.contains("'received'"));
+    has_the_store_s_layout(&store).await;
     // Counted as completed for the adopted retention (72 hours): the recent row is a
     // duplicate, the four-day-old one is forgotten.
     assert_eq!(
@@ -556,10 +572,10 @@ async fn migrate_rebuilds_a_provider_table_the_previous_release_adopted() {
     store.migrate().await.expect("migrate runs again");
 
     assert!(created_with(&store).await.contains("'received'"));
+    let indexes = has_the_store_s_layout(&store).await;
     assert!(
-        indexes(&store)
-            .await
-            .contains("processed_webhook_events_processed_at_idx")
+        indexes.contains("processed_webhook_events_processed_at_idx"),
+        "{indexes:?}"
     );
     assert_eq!(
         claim(&store, &recent, LONG).await.unwrap(),
@@ -694,15 +710,17 @@ async fn the_provider_s_cleanup_never_deletes_an_unfinished_inbox_event() {
 }
 
 /// The entries of each index of the store's table, as `ANALYZE` counts them (an index without
-/// entries has no row; the table itself is its primary key's, and not counted).
+/// entries has no row; the primary key's, every row, is not counted).
 async fn index_entries(store: &SqliteStore) -> BTreeMap<String, u64> {
     run(store, "ANALYZE").await;
-    let stats: Vec<(String, String)> =
-        sqlx::query_as("SELECT idx, stat FROM sqlite_stat1 WHERE tbl = ?1 AND idx <> tbl")
-            .bind(store.table().as_str())
-            .fetch_all(store.pool())
-            .await
-            .expect("the statistics");
+    let stats: Vec<(String, String)> = sqlx::query_as(
+        "SELECT idx, stat FROM sqlite_stat1
+         WHERE tbl = ?1 AND idx <> tbl AND idx NOT LIKE 'sqlite_autoindex_%'",
+    )
+    .bind(store.table().as_str())
+    .fetch_all(store.pool())
+    .await
+    .expect("the statistics");
     stats
         .into_iter()
         .map(|(index, stat)| {
@@ -751,6 +769,81 @@ async fn each_mode_s_rows_are_entries_only_of_the_indexes_that_mode_reads() {
     ] {
         assert_eq!(of(index), 100, "{index} in {entries:?}");
     }
+}
+
+/// The pages the commit of one statement of `receipts` receipts (the statement a group
+/// commit writes them with, each with a 2 KiB body and a fresh random id) writes to the WAL.
+async fn wal_pages_of_receipts(store: &SqliteStore, receipts: usize) -> i64 {
+    let statement = RECEIVE_MANY
+        .replace("{table}", store.table().as_str())
+        .replace(
+            "{rows}",
+            &vec!["(?, ?, ?, ?, ?, NULL)"; receipts].join(", "),
+        );
+    let mut connection = store.pool().acquire().await.expect("a connection");
+    sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+        .execute(&mut *connection)
+        .await
+        .expect("an empty WAL");
+    // Random ids, as the provider's are: each new id has its own place among the others.
+    let ids: Vec<String> = sqlx::query_scalar(
+        "WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < ?1)
+         SELECT 'evt_' || lower(hex(randomblob(12))) FROM seq",
+    )
+    .bind(receipts as i64)
+    .fetch_all(&mut *connection)
+    .await
+    .expect("random ids");
+    let mut query = sqlx::query(AssertSqlSafe(statement));
+    for id in ids {
+        query = query
+            .bind(id)
+            .bind(TYPE)
+            .bind(vec![b'x'; 2048])
+            .bind(r#"[["content-type","application/json"]]"#)
+            .bind("/webhooks/sangho");
+    }
+    let stored = query.execute(&mut *connection).await.expect("the receipts");
+    assert_eq!(stored.rows_affected(), receipts as u64);
+    let (_, pages, _): (i64, i64, i64) = sqlx::query_as("PRAGMA wal_checkpoint(PASSIVE)")
+        .fetch_one(&mut *connection)
+        .await
+        .expect("the WAL's pages");
+    pages
+}
+
+/// A group of receipts appends its rows: each new row (a 2 KiB body) takes about one page of
+/// the WAL, plus a page of the event id index each, and the pages its statements' indexes end
+/// in. Kept by event id instead (`WITHOUT ROWID`), each row went to a page at a random place
+/// that often split, and its body's end to an overflow page: about five pages a receipt.
+#[tokio::test]
+async fn a_group_of_receipts_writes_about_two_pages_a_receipt() {
+    let test = sqlite_store(4).await;
+    let store = test.store.clone();
+    has_the_store_s_layout(&store).await;
+    // A table of 10 000 waiting events with random ids (the ids' index has many pages).
+    run(
+        &store,
+        &format!(
+            "WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < 10000)
+             INSERT INTO {{table}} (event_id, event_type, processed_at, state, received_at,
+                                    sequence, body, headers, request_path, due_at)
+             SELECT 'evt_' || lower(hex(randomblob(12))), 'payment_intent.succeeded', NULL,
+                    'received', {NOW_MS}, n, randomblob(2048), '[]', '/webhooks/sangho', {NOW_MS}
+             FROM seq"
+        ),
+    )
+    .await;
+    let mut pages = Vec::new();
+    for _ in 0..5 {
+        pages.push(wal_pages_of_receipts(&store, 32).await);
+    }
+    pages.sort_unstable();
+    let median = pages[2];
+    assert!(
+        median <= 3 * 32,
+        "{median} pages for 32 receipts (runs: {pages:?})"
+    );
 }
 
 #[tokio::test]
@@ -874,9 +967,10 @@ async fn the_rebuild_s_time_per_million_rows() {
     println!("rebuilt {rows} rows in {took:.2?}: {per_million:.2} s per million rows");
 }
 
-/// How long `migrate()` takes to replace the indexes of every row (an inbox table of an earlier
-/// release) by the indexes of each mode's rows, on a table of `SANGHO_REBUILD_ROWS` completed
-/// events (1,000,000 by default, half of each mode), printed per million rows. Run with
+/// How long `migrate()` takes to replace the indexes of every row that earlier releases built by
+/// the indexes of each mode's rows, on a table it does not rebuild (rows in the order written)
+/// of `SANGHO_REBUILD_ROWS` completed events (1,000,000 by default, half of each mode), printed
+/// per million rows. Run with
 /// `--ignored --nocapture the_index_replacement_s_time`.
 #[tokio::test]
 #[ignore = "a measurement: run with --ignored --nocapture"]
@@ -898,11 +992,45 @@ async fn the_index_replacement_s_time_per_million_rows() {
     let started = std::time::Instant::now();
     store.migrate().await.expect("the indexes replaced");
     let took = started.elapsed();
-    has_the_store_s_indexes(&store).await;
+    has_the_store_s_layout(&store).await;
     let per_million = took.as_secs_f64() * 1_000_000.0 / rows as f64;
     println!(
         "replaced the indexes of {rows} rows in {took:.2?}: {per_million:.2} s per million rows"
     );
+}
+
+/// How long `migrate()` takes to upgrade an inbox table of an earlier release (rows kept by
+/// event id, `WITHOUT ROWID`, indexes of every row, no ordering keys) holding
+/// `SANGHO_REBUILD_ROWS` completed events (1,000,000 by default, half of each mode, the inbox
+/// half with a 2 KiB body), printed per million rows. It rebuilds the table. Run with
+/// `--ignored --nocapture the_upgrade_of_an_inbox_table`.
+#[tokio::test]
+#[ignore = "a measurement: run with --ignored --nocapture"]
+async fn the_upgrade_of_an_inbox_table_s_time_per_million_rows() {
+    let rows = bodies::env_count("SANGHO_REBUILD_ROWS", 1_000_000);
+    let (store, _dir) = unmigrated_store().await;
+    run(&store, BEFORE_ORDERING_KEYS).await;
+    run(
+        &store,
+        &format!(
+            "WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < {rows})
+             INSERT INTO {{table}} (event_id, event_type, processed_at, state, claim_token,
+                                    expires_at, received_at, sequence, body, due_at, attempts)
+             SELECT 'evt_' || lower(hex(randomblob(12))), 'payment_intent.succeeded',
+                    strftime('%Y-%m-%d %H:%M:%f', 'now'), 'completed', printf('%032d', n),
+                    {NOW_MS} + 86400000, CASE WHEN n % 2 = 0 THEN {NOW_MS} END,
+                    CASE WHEN n % 2 = 0 THEN n END,
+                    CASE WHEN n % 2 = 0 THEN randomblob(2048) END, NULL, 1
+             FROM seq"
+        ),
+    )
+    .await;
+    let started = std::time::Instant::now();
+    store.migrate().await.expect("the upgrade");
+    let took = started.elapsed();
+    has_the_store_s_layout(&store).await;
+    let per_million = took.as_secs_f64() * 1_000_000.0 / rows as f64;
+    println!("upgraded {rows} rows in {took:.2?}: {per_million:.2} s per million rows");
 }
 
 #[tokio::test]

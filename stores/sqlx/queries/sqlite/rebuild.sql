@@ -1,6 +1,7 @@
 -- Rebuilds a table whose state check lacks inbox mode's states (a table of the store's
--- previous release, or one it adopted), inside `migrate`'s write transaction: SQLite cannot
--- alter a check, so the table is created anew (as in `migrations/sqlite.sql`), its rows
+-- previous release, or one it adopted), or that keeps its rows by event id (`WITHOUT ROWID`, as
+-- earlier releases created it), inside `migrate`'s write transaction: SQLite cannot alter a
+-- check or a table's layout, so the table is created anew (as in `migrations/sqlite.sql`), its rows
 -- copied, the old table dropped and the new one renamed (SQLite's documented procedure for
 -- changes ALTER TABLE cannot make). Every column is there already (`add_columns.sql` ran
 -- first); `migrate` creates the table's indexes and triggers again afterwards.
@@ -24,7 +25,7 @@ CREATE TABLE {table}_rebuild (
     last_error   TEXT,
     history      TEXT,
     ordering_key VARCHAR(200)
-) WITHOUT ROWID;
+);
 INSERT INTO {table}_rebuild (event_id, event_type, processed_at, state, claim_token,
                              expires_at, received_at, replayed_at, sequence, body, headers,
                              request_path, due_at, attempts, replays, last_error, history,

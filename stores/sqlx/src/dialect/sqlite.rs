@@ -27,7 +27,8 @@ const BEGIN_WRITE: &str = include_str!("../../queries/sqlite/begin_write.sql");
 /// The table's columns, in lower case (none: no table).
 const COLUMNS: &str = include_str!("../../queries/sqlite/columns.sql");
 
-/// The statement the table was created with (none: no table).
+/// The statement the table was created with, and whether it is `WITHOUT ROWID` (none: no
+/// table).
 const TABLE_SQL: &str = include_str!("../../queries/sqlite/table_sql.sql");
 
 /// The table's indexes and triggers, to create again after a rebuild.
@@ -170,13 +171,16 @@ impl Sealed for Sqlite {
                     }
                 }
                 // A state check without inbox mode's states (the previous release's, or the
-                // one it added to a table it adopted): SQLite cannot alter a check, so the
-                // table is rebuilt, under the write lock this transaction holds.
-                let created: String = sqlx::query_scalar(AssertSqlSafe(statement(TABLE_SQL)))
-                    .bind(table.as_str())
-                    .fetch_one(&mut *transaction)
-                    .await?;
-                if !created.contains(INBOX_STATES) {
+                // one it added to a table it adopted), or rows kept by event id (`WITHOUT
+                // ROWID`, as earlier releases created the table): SQLite cannot alter a check
+                // or a table's layout, so the table is rebuilt, under the write lock this
+                // transaction holds.
+                let (created, without_rowid): (String, bool) =
+                    sqlx::query_as(AssertSqlSafe(statement(TABLE_SQL)))
+                        .bind(table.as_str())
+                        .fetch_one(&mut *transaction)
+                        .await?;
+                if !created.contains(INBOX_STATES) || without_rowid {
                     let saved: Vec<String> =
                         sqlx::query_scalar(AssertSqlSafe(statement(TABLE_SCHEMA)))
                             .bind(table.as_str())
@@ -184,7 +188,8 @@ impl Sealed for Sqlite {
                             .await?;
                     tracing::info!(
                         table = table.as_str(),
-                        "rebuilding the SQLite table for inbox mode's states"
+                        without_rowid,
+                        "rebuilding the SQLite table (inbox mode's states, rows in the order written)"
                     );
                     for step in rebuild {
                         transaction.execute(AssertSqlSafe(step.clone())).await?;
@@ -370,7 +375,7 @@ mod tests {
     fn table_definition(script: &str) -> Vec<&str> {
         let (_, created) = script.split_once("CREATE TABLE ").expect("a CREATE TABLE");
         let (_, columns) = created.split_once("(\n").expect("its columns");
-        let (columns, _) = columns.split_once("\n) WITHOUT ROWID").expect("their end");
+        let (columns, _) = columns.split_once("\n);").expect("their end");
         columns.lines().map(str::trim).collect()
     }
 
