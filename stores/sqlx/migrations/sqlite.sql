@@ -149,9 +149,9 @@ CREATE INDEX IF NOT EXISTS idx_webhook_gauges
 -- 'completed'; so does a table of the provider's schema that it adopted) is rebuilt by
 -- `SqliteStore::migrate`: SQLite cannot alter a check. So is a table created `WITHOUT ROWID`
 -- (by an earlier release): SQLite cannot change a table's layout either. By hand, in one
--- transaction (it holds
--- the database's write lock throughout: receipts and claims wait, up to their busy timeout),
--- add the inbox columns above that are missing (received_at to ordering_key), then:
+-- transaction (it holds the database's write lock throughout: receipts and claims wait, up to
+-- their busy timeout), add the inbox columns above that are missing (received_at to
+-- ordering_key), then:
 --
 -- BEGIN IMMEDIATE;
 -- CREATE TABLE processed_webhook_events_rebuild (…the columns of the CREATE TABLE above…);

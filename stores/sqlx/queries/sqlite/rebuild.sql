@@ -1,8 +1,8 @@
 -- Rebuilds a table whose state check lacks inbox mode's states (a table of the store's
 -- previous release, or one it adopted), or that keeps its rows by event id (`WITHOUT ROWID`, as
 -- earlier releases created it), inside `migrate`'s write transaction: SQLite cannot alter a
--- check or a table's layout, so the table is created anew (as in `migrations/sqlite.sql`), its rows
--- copied, the old table dropped and the new one renamed (SQLite's documented procedure for
+-- check or a table's layout, so the table is created anew (as in `migrations/sqlite.sql`), its
+-- rows copied, the old table dropped and the new one renamed (SQLite's documented procedure for
 -- changes ALTER TABLE cannot make). Every column is there already (`add_columns.sql` ran
 -- first); `migrate` creates the table's indexes and triggers again afterwards.
 CREATE TABLE {table}_rebuild (
