@@ -45,6 +45,10 @@ const RECEIVE_MANY: &str = include_str!("../queries/sqlite/inbox_receive_many.sq
 const REPLAY: &str = include_str!("../queries/sqlite/inbox_replay.sql");
 const LIST: &str = include_str!("../queries/sqlite/inbox_list.sql");
 
+/// The rows of the migration measurements unless `SANGHO_REBUILD_ROWS` says otherwise: a short
+/// run, as in CI; the docs' figures are of `SANGHO_REBUILD_ROWS=1000000`.
+const REBUILD_ROWS: u64 = 100_000;
+
 /// Now as the statements write it: Unix time in milliseconds.
 const NOW_MS: &str = "CAST(round((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)";
 
@@ -937,13 +941,13 @@ async fn a_direct_mode_claim_takes_over_an_expired_inbox_completion_and_clears_i
 }
 
 /// How long `migrate` takes to rebuild a table of the previous release holding
-/// `SANGHO_REBUILD_ROWS` rows (1,000,000 by default), printed per million rows. Run with
-/// `cargo test -p sangho-webhook-sqlx --all-features --test inbox_sqlite -- --ignored
-/// --nocapture the_rebuild_s_time`.
+/// `SANGHO_REBUILD_ROWS` rows ([`REBUILD_ROWS`] by default), printed per million rows. Run with
+/// `SANGHO_REBUILD_ROWS=1000000 cargo test -p sangho-webhook-sqlx --all-features --test
+/// inbox_sqlite -- --ignored --nocapture the_rebuild_s_time`.
 #[tokio::test]
 #[ignore = "a measurement: run with --ignored --nocapture"]
 async fn the_rebuild_s_time_per_million_rows() {
-    let rows = bodies::env_count("SANGHO_REBUILD_ROWS", 1_000_000);
+    let rows = bodies::env_count("SANGHO_REBUILD_ROWS", REBUILD_ROWS);
     let (store, _dir) = unmigrated_store().await;
     run(&store, PREVIOUS_RELEASE).await;
     run(
@@ -969,13 +973,12 @@ async fn the_rebuild_s_time_per_million_rows() {
 
 /// How long `migrate()` takes to replace the indexes of every row that earlier releases built by
 /// the indexes of each mode's rows, on a table it does not rebuild (rows in the order written)
-/// of `SANGHO_REBUILD_ROWS` completed events (1,000,000 by default, half of each mode), printed
-/// per million rows. Run with
-/// `--ignored --nocapture the_index_replacement_s_time`.
+/// of `SANGHO_REBUILD_ROWS` completed events ([`REBUILD_ROWS`] by default, half of each mode),
+/// printed per million rows. Run with `--ignored --nocapture the_index_replacement_s_time`.
 #[tokio::test]
 #[ignore = "a measurement: run with --ignored --nocapture"]
 async fn the_index_replacement_s_time_per_million_rows() {
-    let rows = bodies::env_count("SANGHO_REBUILD_ROWS", 1_000_000);
+    let rows = bodies::env_count("SANGHO_REBUILD_ROWS", REBUILD_ROWS);
     let test = beside_completed_events(rows).await;
     let store = test.store.clone();
     run(
@@ -1001,13 +1004,13 @@ async fn the_index_replacement_s_time_per_million_rows() {
 
 /// How long `migrate()` takes to upgrade an inbox table of an earlier release (rows kept by
 /// event id, `WITHOUT ROWID`, indexes of every row, no ordering keys) holding
-/// `SANGHO_REBUILD_ROWS` completed events (1,000,000 by default, half of each mode, the inbox
-/// half with a 2 KiB body), printed per million rows. It rebuilds the table. Run with
+/// `SANGHO_REBUILD_ROWS` completed events ([`REBUILD_ROWS`] by default, half of each mode, the
+/// inbox half with a 2 KiB body), printed per million rows. It rebuilds the table. Run with
 /// `--ignored --nocapture the_upgrade_of_an_inbox_table`.
 #[tokio::test]
 #[ignore = "a measurement: run with --ignored --nocapture"]
 async fn the_upgrade_of_an_inbox_table_s_time_per_million_rows() {
-    let rows = bodies::env_count("SANGHO_REBUILD_ROWS", 1_000_000);
+    let rows = bodies::env_count("SANGHO_REBUILD_ROWS", REBUILD_ROWS);
     let (store, _dir) = unmigrated_store().await;
     run(&store, BEFORE_ORDERING_KEYS).await;
     run(
