@@ -66,13 +66,35 @@ async fn run(store: &SqliteStore, sql: &str) {
     .unwrap_or_else(|error| panic!("running {sql}: {error}"));
 }
 
-/// The statement the store's table was created with, as SQLite keeps it.
-async fn created_with(store: &SqliteStore) -> String {
-    sqlx::query_scalar("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?1")
+/// The one value `sql` answers about the store's table (`?1` stands for its name).
+async fn of_the_table<T>(store: &SqliteStore, sql: &'static str) -> T
+where
+    T: for<'r> sqlx::Decode<'r, sqlx::Sqlite> + sqlx::Type<sqlx::Sqlite> + Send + Unpin,
+{
+    sqlx::query_scalar(sql)
         .bind(store.table().as_str())
         .fetch_one(store.pool())
         .await
-        .expect("the table's statement")
+        .unwrap_or_else(|error| panic!("{sql}: {error}"))
+}
+
+/// The statement the store's table was created with, as SQLite keeps it.
+async fn created_with(store: &SqliteStore) -> String {
+    of_the_table(
+        store,
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?1",
+    )
+    .await
+}
+
+/// Whether the store's table keeps its rows by event id (`WITHOUT ROWID`) rather than in the
+/// order they were written.
+async fn is_without_rowid(store: &SqliteStore) -> bool {
+    of_the_table(
+        store,
+        "SELECT wr FROM pragma_table_list WHERE schema = 'main' AND name = ?1",
+    )
+    .await
 }
 
 /// The names of the store's table's indexes.
@@ -84,16 +106,6 @@ async fn indexes(store: &SqliteStore) -> BTreeSet<String> {
         .expect("the table's indexes")
         .into_iter()
         .collect()
-}
-
-/// Whether the store's table keeps its rows by event id (`WITHOUT ROWID`) rather than in the
-/// order they were written.
-async fn is_without_rowid(store: &SqliteStore) -> bool {
-    sqlx::query_scalar("SELECT wr FROM pragma_table_list WHERE schema = 'main' AND name = ?1")
-        .bind(store.table().as_str())
-        .fetch_one(store.pool())
-        .await
-        .expect("the table's layout")
 }
 
 /// Asserts that the store's table keeps its rows in the order they were written, has every
@@ -940,6 +952,23 @@ async fn a_direct_mode_claim_takes_over_an_expired_inbox_completion_and_clears_i
     assert_eq!(receive(&store, &id).await, Receipt::ClaimedByDelivery);
 }
 
+/// Creates a table by `schema`, fills it with `SANGHO_REBUILD_ROWS` rows ([`REBUILD_ROWS`] by
+/// default) by the statement `fill` writes for that count, times `migrate()` on it, asserts
+/// the store's layout afterwards, and prints the time per million rows.
+async fn time_the_upgrade(done: &str, schema: &str, fill: impl Fn(u64) -> String) {
+    let rows = bodies::env_count("SANGHO_REBUILD_ROWS", REBUILD_ROWS);
+    let (store, _dir) = unmigrated_store().await;
+    run(&store, schema).await;
+    run(&store, &fill(rows)).await;
+    let started = std::time::Instant::now();
+    store.migrate().await.expect("the upgrade");
+    let took = started.elapsed();
+    has_the_store_s_layout(&store).await;
+    assert!(created_with(&store).await.contains("'received'"));
+    let per_million = took.as_secs_f64() * 1_000_000.0 / rows as f64;
+    println!("{done} {rows} rows in {took:.2?}: {per_million:.2} s per million rows");
+}
+
 /// How long `migrate` takes to rebuild a table of the previous release holding
 /// `SANGHO_REBUILD_ROWS` rows ([`REBUILD_ROWS`] by default), printed per million rows. Run with
 /// `SANGHO_REBUILD_ROWS=1000000 cargo test -p sangho-webhook-sqlx --all-features --test
@@ -947,12 +976,8 @@ async fn a_direct_mode_claim_takes_over_an_expired_inbox_completion_and_clears_i
 #[tokio::test]
 #[ignore = "a measurement: run with --ignored --nocapture"]
 async fn the_rebuild_s_time_per_million_rows() {
-    let rows = bodies::env_count("SANGHO_REBUILD_ROWS", REBUILD_ROWS);
-    let (store, _dir) = unmigrated_store().await;
-    run(&store, PREVIOUS_RELEASE).await;
-    run(
-        &store,
-        &format!(
+    time_the_upgrade("rebuilt", PREVIOUS_RELEASE, |rows| {
+        format!(
             "WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < {rows})
              INSERT INTO {{table}} (event_id, event_type, processed_at, state, claim_token,
                                     expires_at)
@@ -960,15 +985,9 @@ async fn the_rebuild_s_time_per_million_rows() {
                     strftime('%Y-%m-%d %H:%M:%f', 'now'), 'completed', printf('%032d', n),
                     CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER) + 86400000
              FROM seq"
-        ),
-    )
+        )
+    })
     .await;
-    let started = std::time::Instant::now();
-    store.migrate().await.expect("the rebuild");
-    let took = started.elapsed();
-    assert!(created_with(&store).await.contains("'received'"));
-    let per_million = took.as_secs_f64() * 1_000_000.0 / rows as f64;
-    println!("rebuilt {rows} rows in {took:.2?}: {per_million:.2} s per million rows");
 }
 
 /// How long `migrate()` takes to replace the indexes of every row that earlier releases built by
@@ -1010,12 +1029,8 @@ async fn the_index_replacement_s_time_per_million_rows() {
 #[tokio::test]
 #[ignore = "a measurement: run with --ignored --nocapture"]
 async fn the_upgrade_of_an_inbox_table_s_time_per_million_rows() {
-    let rows = bodies::env_count("SANGHO_REBUILD_ROWS", REBUILD_ROWS);
-    let (store, _dir) = unmigrated_store().await;
-    run(&store, BEFORE_ORDERING_KEYS).await;
-    run(
-        &store,
-        &format!(
+    time_the_upgrade("upgraded", BEFORE_ORDERING_KEYS, |rows| {
+        format!(
             "WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < {rows})
              INSERT INTO {{table}} (event_id, event_type, processed_at, state, claim_token,
                                     expires_at, received_at, sequence, body, due_at, attempts)
@@ -1025,15 +1040,9 @@ async fn the_upgrade_of_an_inbox_table_s_time_per_million_rows() {
                     CASE WHEN n % 2 = 0 THEN n END,
                     CASE WHEN n % 2 = 0 THEN randomblob(2048) END, NULL, 1
              FROM seq"
-        ),
-    )
+        )
+    })
     .await;
-    let started = std::time::Instant::now();
-    store.migrate().await.expect("the upgrade");
-    let took = started.elapsed();
-    has_the_store_s_layout(&store).await;
-    let per_million = took.as_secs_f64() * 1_000_000.0 / rows as f64;
-    println!("upgraded {rows} rows in {took:.2?}: {per_million:.2} s per million rows");
 }
 
 #[tokio::test]
