@@ -309,20 +309,26 @@ async fn beside_completed_events(rows: u64) -> TestStore<SqliteStore> {
     let test = sqlite_store(4).await;
     run(
         &test.store,
-        &format!(
-            "WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < {rows})
-             INSERT INTO {{table}} (event_id, event_type, processed_at, state, claim_token,
-                                    expires_at, received_at, sequence, body, due_at, attempts)
-             SELECT 'evt_done_' || n, 'payment_intent.succeeded',
-                    strftime('%Y-%m-%d %H:%M:%f', 'now'), 'completed', printf('%032d', n),
-                    {NOW_MS} + 86400000, CASE WHEN n % 2 = 0 THEN {NOW_MS} END,
-                    CASE WHEN n % 2 = 0 THEN n END, CASE WHEN n % 2 = 0 THEN x'7b7d' END,
-                    NULL, 1
-             FROM seq"
-        ),
+        &completed_events(rows, "'evt_done_' || n", "x'7b7d'"),
     )
     .await;
     test
+}
+
+/// The statement that inserts `rows` completed events, half of each mode: the `n`th with the
+/// id `id` gives (an SQL expression of `n`), and the inbox half with the body `body` gives.
+fn completed_events(rows: u64, id: &str, body: &str) -> String {
+    format!(
+        "WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < {rows})
+         INSERT INTO {{table}} (event_id, event_type, processed_at, state, claim_token,
+                                expires_at, received_at, sequence, body, due_at, attempts)
+         SELECT {id}, 'payment_intent.succeeded',
+                strftime('%Y-%m-%d %H:%M:%f', 'now'), 'completed', printf('%032d', n),
+                {NOW_MS} + 86400000, CASE WHEN n % 2 = 0 THEN {NOW_MS} END,
+                CASE WHEN n % 2 = 0 THEN n END, CASE WHEN n % 2 = 0 THEN {body} END,
+                NULL, 1
+         FROM seq"
+    )
 }
 
 /// The plans of `sql` on `store`, without and then with the statistics of `ANALYZE`: one
@@ -1030,16 +1036,10 @@ async fn the_index_replacement_s_time_per_million_rows() {
 #[ignore = "a measurement: run with --ignored --nocapture"]
 async fn the_upgrade_of_an_inbox_table_s_time_per_million_rows() {
     time_the_upgrade("upgraded", BEFORE_ORDERING_KEYS, |rows| {
-        format!(
-            "WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < {rows})
-             INSERT INTO {{table}} (event_id, event_type, processed_at, state, claim_token,
-                                    expires_at, received_at, sequence, body, due_at, attempts)
-             SELECT 'evt_' || lower(hex(randomblob(12))), 'payment_intent.succeeded',
-                    strftime('%Y-%m-%d %H:%M:%f', 'now'), 'completed', printf('%032d', n),
-                    {NOW_MS} + 86400000, CASE WHEN n % 2 = 0 THEN {NOW_MS} END,
-                    CASE WHEN n % 2 = 0 THEN n END,
-                    CASE WHEN n % 2 = 0 THEN randomblob(2048) END, NULL, 1
-             FROM seq"
+        completed_events(
+            rows,
+            "'evt_' || lower(hex(randomblob(12)))",
+            "randomblob(2048)",
         )
     })
     .await;
