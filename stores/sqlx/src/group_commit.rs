@@ -13,6 +13,12 @@
 //! that error, as each would have got it from its own commit. A write whose caller has gone
 //! (its future dropped, e.g. a timeout) before the batch runs is never written.
 //!
+//! Where the dialect says so (SQLite), a group that is a single statement of many rows (only
+//! receipts, only completions, only takes) runs as that statement alone, outside a
+//! transaction: the statement is its own transaction, committed before it answers its last
+//! row, and the group saves its `BEGIN` and `COMMIT`. If it fails, nothing of it was written,
+//! and each write runs again on its own, as after any failed statement.
+//!
 //! A writer keeps its connection from one group to the next while writes wait for it (a lone
 //! write among them is written on it too), and gives it back to the pool once none waits: on a
 //! pool of one connection, the writer and everything else (a handler's transaction, a write
@@ -512,6 +518,7 @@ impl<D: Dialect> GroupCommitter<D> {
             framing: Framing {
                 begin: D::GROUP_BEGIN.map(|begin| statement(begin).into()),
                 open: D::GROUP_OPEN.map(|open| statement(open).into()),
+                one_statement_commits: D::GROUP_OF_ONE_STATEMENT_COMMITS_ITSELF,
                 bounded: D::GROUP_LOCK_TIMEOUT.is_some(),
             },
             lanes: std::sync::Mutex::new(Vec::new()),
@@ -660,6 +667,9 @@ impl<D: Dialect> GroupCommitter<D> {
 struct Framing {
     begin: Option<Arc<str>>,
     open: Option<Arc<str>>,
+    /// A group that is one statement of many rows runs as that statement alone
+    /// (`GROUP_OF_ONE_STATEMENT_COMMITS_ITSELF`).
+    one_statement_commits: bool,
     /// The group's writes wait for a row lock no longer than the dialect's bound for groups
     /// (`GROUP_LOCK_TIMEOUT`: PostgreSQL's 100 ms, MariaDB's none), and a lone write runs
     /// in the writer's turn only if its statement bounds its own wait so.
@@ -848,6 +858,18 @@ async fn in_one_transaction<D: Dialect>(
         None => connection.insert(pool.acquire().await.map_err(Failed::Begin)?),
     };
     let plan = Plan::of(group);
+    if let Some((many, indexes)) = plan
+        .one_statement()
+        .filter(|_| framing.one_statement_commits)
+    {
+        let rows = rows_of(group, indexes);
+        let answered = many.write::<D>(connection, &rows).await;
+        let mut answers: Vec<Option<Answer>> = group.iter().map(|_| None).collect();
+        for (&index, answer) in indexes.iter().zip(answered.map_err(Failed::Statement)?) {
+            answers[index] = Some(answer);
+        }
+        return Ok(every_answer(answers));
+    }
     let mut transaction = match &framing.begin {
         Some(begin) => {
             (**connection)
@@ -864,13 +886,7 @@ async fn in_one_transaction<D: Dialect>(
     let mut answers: Vec<Option<Answer>> = group.iter().map(|_| None).collect();
     let mut ran = Ok(());
     for (many, indexes) in &plan.many {
-        let rows: Vec<many::Row<'_>> = indexes
-            .iter()
-            .map(|&index| many::Row {
-                id: group[index].write.row_id().unwrap_or_default(),
-                binds: &group[index].write.binds,
-            })
-            .collect();
+        let rows = rows_of(group, indexes);
         match many.write::<D>(&mut transaction, &rows).await {
             Ok(answered) => {
                 for (&index, answer) in indexes.iter().zip(answered) {
@@ -903,10 +919,26 @@ async fn in_one_transaction<D: Dialect>(
         return Err(Failed::Statement(error));
     }
     transaction.commit().await.map_err(Failed::Commit)?;
-    Ok(answers
+    Ok(every_answer(answers))
+}
+
+/// The rows of the writes at `indexes` of `group`, for their statement of many rows.
+fn rows_of<'a>(group: &'a [Queued], indexes: &[usize]) -> Vec<many::Row<'a>> {
+    indexes
+        .iter()
+        .map(|&index| many::Row {
+            id: group[index].write.row_id().unwrap_or_default(),
+            binds: &group[index].write.binds,
+        })
+        .collect()
+}
+
+/// Each write's answer, in the group's order, once every write has run.
+fn every_answer(answers: Vec<Option<Answer>>) -> Vec<Answer> {
+    answers
         .into_iter()
         .map(|answer| answer.expect("every write of the group ran"))
-        .collect())
+        .collect()
 }
 
 /// In what order a group's writes run in its transaction: first each statement of many rows
@@ -952,5 +984,14 @@ impl Plan {
         });
         one_by_one.sort_unstable();
         Self { many, one_by_one }
+    }
+
+    /// The group's one statement of many rows, where that statement is the whole group and
+    /// answers every row by itself.
+    fn one_statement(&self) -> Option<(&Arc<Many>, &[usize])> {
+        match (self.many.as_slice(), self.one_by_one.is_empty()) {
+            ([(many, indexes)], true) if many.is_one_statement() => Some((many, indexes)),
+            _ => None,
+        }
     }
 }

@@ -254,6 +254,95 @@ async fn claims_and_completions_of_many_events_in_one_group_each_answer_as_alone
     }
 }
 
+/// A group of only claims, among them an event completed and one in flight: each claim
+/// answers as it would alone (the claims the statement of many rows did not acquire are read
+/// by `state_many.sql`, in the group's transaction).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claims_alone_in_one_group_each_answer_as_alone() {
+    let (store, url, _dir) = store().await;
+    let (completed, token) = (unique_event_id("completed"), ClaimToken::generate());
+    assert_eq!(
+        claim(&store, &completed, &token).await.unwrap(),
+        Claim::Acquired
+    );
+    let claimant = Claimant::new(&completed, TYPE, &token);
+    IdempotencyStore::complete(&store, claimant, Duration::from_secs(3600))
+        .await
+        .unwrap();
+    let in_flight = unique_event_id("in-flight");
+    assert_eq!(
+        claim(&store, &in_flight, &ClaimToken::generate())
+            .await
+            .unwrap(),
+        Claim::Acquired
+    );
+    let lock = hold_write_lock(&url).await;
+    let mut first = JoinSet::new();
+    occupy_the_writer(&store, &mut first).await;
+    let mut claims = JoinSet::new();
+    let fresh: Vec<String> = (0..12).map(|_| unique_event_id("fresh")).collect();
+    for id in fresh.iter().chain([&completed, &in_flight]) {
+        let (store, id) = (store.clone(), id.clone());
+        claims.spawn(async move {
+            let answer = claim(&store, &id, &ClaimToken::generate()).await;
+            (id, answer.expect("no claim fails"))
+        });
+    }
+    release_write_lock(lock).await;
+    first.join_all().await;
+    for (id, answer) in claims.join_all().await {
+        let expected = match id {
+            _ if id == completed => Claim::Completed,
+            _ if id == in_flight => Claim::InFlight,
+            _ => Claim::Acquired,
+        };
+        assert_eq!(answer, expected, "the claim of {id}");
+    }
+}
+
+/// A group of only receipts without a key is one statement of many rows, which SQLite runs
+/// alone, outside a transaction: each receipt is answered once that statement has committed,
+/// and a store opened afresh on the file finds every event answered stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn receipts_alone_in_one_group_are_each_durable_once_answered() {
+    let (store, url, dir) = store().await;
+    let body = Bytes::from_static(b"{}");
+    let known = unique_event_id("known");
+    let event = ReceivedEvent::new(&known, TYPE, &body, &[], "/");
+    assert_eq!(store.receive(&event).await.unwrap(), Receipt::Stored);
+    let lock = hold_write_lock(&url).await;
+    let mut first = JoinSet::new();
+    occupy_the_writer(&store, &mut first).await;
+    let mut receipts = JoinSet::new();
+    let fresh: Vec<String> = (0..12).map(|_| unique_event_id("fresh")).collect();
+    for id in fresh.iter().chain([&known]) {
+        let (store, id, body) = (store.clone(), id.clone(), body.clone());
+        receipts.spawn(async move {
+            let event = ReceivedEvent::new(&id, TYPE, &body, &[], "/");
+            let receipt = store.receive(&event).await.expect("no receipt fails");
+            (id, receipt)
+        });
+    }
+    release_write_lock(lock).await;
+    first.join_all().await;
+    for (id, receipt) in receipts.join_all().await {
+        let expected = match id == known {
+            true => Receipt::Duplicate,
+            false => Receipt::Stored,
+        };
+        assert_eq!(receipt, expected, "the receipt of {id}");
+    }
+    let reopened = sqlite_store_at(&dir.path().join("group.db"), 2).await;
+    for id in &fresh {
+        let event = ReceivedEvent::new(id, TYPE, &body, &[], "/");
+        assert_eq!(
+            reopened.receive(&event).await.unwrap(),
+            Receipt::Duplicate,
+            "{id} was stored"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn completions_of_one_id_in_one_group_answer_each_its_own() {
     let (store, url, _dir) = store().await;

@@ -147,6 +147,12 @@ mod sealed {
         /// group's short lock timeout), if any.
         const GROUP_OPEN: Option<&'static str> = None;
 
+        /// Whether a group that is a single statement of many rows runs as that statement
+        /// alone, without `BEGIN` and `COMMIT`: where a statement outside a transaction is a
+        /// transaction of its own, which takes the write lock before it reads and is committed
+        /// (flushed) before its last row is answered (SQLite).
+        const GROUP_OF_ONE_STATEMENT_COMMITS_ITSELF: bool = false;
+
         /// How long a grouped claim or renewal waits for a row lock: a group never waits
         /// long behind a row that another transaction holds (the write then runs alone,
         /// under the store's lock timeout). `None`: the store's lock timeout.

@@ -54,6 +54,11 @@ impl Sealed for Sqlite {
     const GROUP_WRITER_THREAD: bool = true;
     // The group's transaction takes the write lock before its first statement reads.
     const GROUP_BEGIN: Option<&'static str> = Some(BEGIN_WRITE);
+    // A statement that writes takes the write lock as it starts (as `BEGIN IMMEDIATE` does),
+    // and, outside a transaction, commits before it reports its last row: a group of one
+    // statement (receipts only, completions only, takes only) saves two round trips to the
+    // connection's thread.
+    const GROUP_OF_ONE_STATEMENT_COMMITS_ITSELF: bool = true;
     const MANY: Option<ManyTemplates> = Some(ManyTemplates {
         claim: include_str!("../../queries/sqlite/claim_many.sql"),
         claim_by_owner: false,

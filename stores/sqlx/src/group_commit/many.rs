@@ -80,6 +80,12 @@ impl Many {
         }
     }
 
+    /// Whether the statement answers every row by itself: it reads nothing else after it
+    /// (no `otherwise`), so that it may run alone, outside a transaction.
+    pub(super) fn is_one_statement(&self) -> bool {
+        self.otherwise.is_none()
+    }
+
     /// The statements for `count` rows of `width` values, whose first row binds `first`, in
     /// the generation of this run's plans.
     fn rendered<D: Dialect>(&self, count: usize, first: &[Value]) -> Rendered {
