@@ -56,7 +56,11 @@ async fn release_write_lock(mut connection: SqliteConnection) {
     connection.execute("COMMIT").await.unwrap();
 }
 
-async fn claim(store: &SqliteStore, id: &str, token: &ClaimToken) -> Result<Claim, StoreError> {
+async fn claim(
+    store: &impl IdempotencyStore,
+    id: &str,
+    token: &ClaimToken,
+) -> Result<Claim, StoreError> {
     store.claim(Claimant::new(id, TYPE, token), LEASE).await
 }
 
@@ -70,6 +74,64 @@ async fn occupy_the_writer(store: &SqliteStore, set: &mut JoinSet<()>) {
         assert_eq!(claim(&store, &id, &token).await.unwrap(), Claim::Acquired);
     });
     tokio::time::sleep(Duration::from_millis(50)).await;
+}
+
+/// Two events before a group: one completed, and one in flight under another delivery's
+/// claim (their ids).
+async fn a_completed_and_an_in_flight_event(store: &impl IdempotencyStore) -> (String, String) {
+    let (completed, token) = (unique_event_id("completed"), ClaimToken::generate());
+    assert_eq!(
+        claim(store, &completed, &token).await.unwrap(),
+        Claim::Acquired
+    );
+    let claimant = Claimant::new(&completed, TYPE, &token);
+    IdempotencyStore::complete(store, claimant, Duration::from_secs(3600))
+        .await
+        .unwrap();
+    let in_flight = unique_event_id("in-flight");
+    assert_eq!(
+        claim(store, &in_flight, &ClaimToken::generate())
+            .await
+            .unwrap(),
+        Claim::Acquired
+    );
+    (completed, in_flight)
+}
+
+/// A claim of each of `ids` by a delivery of its own, each answered with its id.
+fn spawn_claims_of<'a, S>(
+    store: &S,
+    ids: impl Iterator<Item = &'a String>,
+) -> JoinSet<(String, Claim)>
+where
+    S: IdempotencyStore + Clone + 'static,
+{
+    let mut claims = JoinSet::new();
+    for id in ids {
+        let (store, id) = (store.clone(), id.clone());
+        claims.spawn(async move {
+            let answer = claim(&store, &id, &ClaimToken::generate()).await;
+            (id, answer.expect("no claim fails"))
+        });
+    }
+    claims
+}
+
+/// Asserts that each of `claims` answered as alone, beside the events of
+/// [`a_completed_and_an_in_flight_event`]: a new event acquired.
+async fn each_claim_answers_as_alone(
+    claims: JoinSet<(String, Claim)>,
+    completed: &str,
+    in_flight: &str,
+) {
+    for (id, answer) in claims.join_all().await {
+        let alone = match id {
+            _ if id == completed => Claim::Completed,
+            _ if id == in_flight => Claim::InFlight,
+            _ => Claim::Acquired,
+        };
+        assert_eq!(answer, alone, "the claim of {id}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -167,27 +229,14 @@ async fn takes_in_one_group_never_take_two_events_of_one_key() {
 async fn claims_and_completions_of_many_events_in_one_group_each_answer_as_alone() {
     let (store, url, _dir) = store().await;
     let retention = Duration::from_secs(3600);
-    // Before the group: one event completed, one in flight under another delivery's claim,
+    // Before the group: one event completed, two in flight under another delivery's claim,
     // and five held by the deliveries that complete them in the group.
-    let completed = unique_event_id("completed");
-    let token = ClaimToken::generate();
-    assert_eq!(
-        claim(&store, &completed, &token).await.unwrap(),
-        Claim::Acquired
-    );
-    let claimant = Claimant::new(&completed, TYPE, &token);
-    IdempotencyStore::complete(&store, claimant, retention)
-        .await
-        .unwrap();
-    let in_flight = unique_event_id("in-flight");
-    let other = ClaimToken::generate();
-    assert_eq!(
-        claim(&store, &in_flight, &other).await.unwrap(),
-        Claim::Acquired
-    );
+    let (completed, in_flight) = a_completed_and_an_in_flight_event(&store).await;
     let others = unique_event_id("others");
     assert_eq!(
-        claim(&store, &others, &other).await.unwrap(),
+        claim(&store, &others, &ClaimToken::generate())
+            .await
+            .unwrap(),
         Claim::Acquired
     );
     let mut held = Vec::new();
@@ -199,15 +248,8 @@ async fn claims_and_completions_of_many_events_in_one_group_each_answer_as_alone
     let lock = hold_write_lock(&url).await;
     let mut first = JoinSet::new();
     occupy_the_writer(&store, &mut first).await;
-    let mut claims = JoinSet::new();
     let fresh: Vec<String> = (0..12).map(|_| unique_event_id("fresh")).collect();
-    for id in fresh.iter().chain([&completed, &in_flight]) {
-        let (store, id) = (store.clone(), id.clone());
-        claims.spawn(async move {
-            let answer = claim(&store, &id, &ClaimToken::generate()).await;
-            (id, answer.expect("no claim fails"))
-        });
-    }
+    let claims = spawn_claims_of(&store, fresh.iter().chain([&completed, &in_flight]));
     let mut completions = JoinSet::new();
     for (id, token) in held.clone() {
         let store = store.clone();
@@ -227,14 +269,7 @@ async fn claims_and_completions_of_many_events_in_one_group_each_answer_as_alone
     });
     release_write_lock(lock).await;
     first.join_all().await;
-    for (id, answer) in claims.join_all().await {
-        let expected = match id {
-            _ if id == completed => Claim::Completed,
-            _ if id == in_flight => Claim::InFlight,
-            _ => Claim::Acquired,
-        };
-        assert_eq!(answer, expected, "the claim of {id}");
-    }
+    each_claim_answers_as_alone(claims, &completed, &in_flight).await;
     for answer in completions.join_all().await {
         assert_eq!(answer.unwrap(), Completion::Recorded);
     }
@@ -260,44 +295,15 @@ async fn claims_and_completions_of_many_events_in_one_group_each_answer_as_alone
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claims_alone_in_one_group_each_answer_as_alone() {
     let (store, url, _dir) = store().await;
-    let (completed, token) = (unique_event_id("completed"), ClaimToken::generate());
-    assert_eq!(
-        claim(&store, &completed, &token).await.unwrap(),
-        Claim::Acquired
-    );
-    let claimant = Claimant::new(&completed, TYPE, &token);
-    IdempotencyStore::complete(&store, claimant, Duration::from_secs(3600))
-        .await
-        .unwrap();
-    let in_flight = unique_event_id("in-flight");
-    assert_eq!(
-        claim(&store, &in_flight, &ClaimToken::generate())
-            .await
-            .unwrap(),
-        Claim::Acquired
-    );
+    let (completed, in_flight) = a_completed_and_an_in_flight_event(&store).await;
     let lock = hold_write_lock(&url).await;
     let mut first = JoinSet::new();
     occupy_the_writer(&store, &mut first).await;
-    let mut claims = JoinSet::new();
     let fresh: Vec<String> = (0..12).map(|_| unique_event_id("fresh")).collect();
-    for id in fresh.iter().chain([&completed, &in_flight]) {
-        let (store, id) = (store.clone(), id.clone());
-        claims.spawn(async move {
-            let answer = claim(&store, &id, &ClaimToken::generate()).await;
-            (id, answer.expect("no claim fails"))
-        });
-    }
+    let claims = spawn_claims_of(&store, fresh.iter().chain([&completed, &in_flight]));
     release_write_lock(lock).await;
     first.join_all().await;
-    for (id, answer) in claims.join_all().await {
-        let expected = match id {
-            _ if id == completed => Claim::Completed,
-            _ if id == in_flight => Claim::InFlight,
-            _ => Claim::Acquired,
-        };
-        assert_eq!(answer, expected, "the claim of {id}");
-    }
+    each_claim_answers_as_alone(claims, &completed, &in_flight).await;
 }
 
 /// A group of only receipts without a key is one statement of many rows, which SQLite runs
@@ -867,16 +873,12 @@ async fn claims_completions_and_receipts_of_many_events_in_one_group_on_postgres
     };
     // Before the group: one event completed, two in flight under another delivery's claim,
     // five held by the deliveries that complete them in the group, one received.
-    let (completed, token) = (unique_event_id("completed"), ClaimToken::generate());
-    assert_eq!(acquire(&completed, &token).await, Claim::Acquired);
-    let claimant = Claimant::new(&completed, TYPE, &token);
-    IdempotencyStore::complete(&store, claimant, retention)
-        .await
-        .unwrap();
-    let other = ClaimToken::generate();
-    let (in_flight, others) = (unique_event_id("in-flight"), unique_event_id("others"));
-    assert_eq!(acquire(&in_flight, &other).await, Claim::Acquired);
-    assert_eq!(acquire(&others, &other).await, Claim::Acquired);
+    let (completed, in_flight) = a_completed_and_an_in_flight_event(&store).await;
+    let others = unique_event_id("others");
+    assert_eq!(
+        acquire(&others, &ClaimToken::generate()).await,
+        Claim::Acquired
+    );
     let mut held = Vec::new();
     for _ in 0..5 {
         let (id, token) = (unique_event_id("held"), ClaimToken::generate());
@@ -908,17 +910,8 @@ async fn claims_completions_and_receipts_of_many_events_in_one_group_on_postgres
     let handler = postgres_row_held(&test_store, &blocker).await;
     let blocked = tokio::spawn(acquire(&blocker, &ClaimToken::generate()));
     tokio::time::sleep(Duration::from_millis(20)).await;
-    let mut claims = JoinSet::new();
     let fresh: Vec<String> = (0..12).map(|_| unique_event_id("fresh")).collect();
-    for id in fresh.iter().chain([&completed, &in_flight]) {
-        let (store, id) = (store.clone(), id.clone());
-        claims.spawn(async move {
-            let answer = store
-                .claim(Claimant::new(&id, TYPE, &ClaimToken::generate()), LEASE)
-                .await;
-            (id, answer.expect("no claim fails"))
-        });
-    }
+    let claims = spawn_claims_of(&store, fresh.iter().chain([&completed, &in_flight]));
     let mut completions = JoinSet::new();
     for (id, token) in held
         .iter()
@@ -968,14 +961,7 @@ async fn claims_completions_and_receipts_of_many_events_in_one_group_on_postgres
             "the state of {id}"
         );
     }
-    for (id, answer) in claims.join_all().await {
-        let expected = match id {
-            _ if id == completed => Claim::Completed,
-            _ if id == in_flight => Claim::InFlight,
-            _ => Claim::Acquired,
-        };
-        assert_eq!(answer, expected, "the claim of {id}");
-    }
+    each_claim_answers_as_alone(claims, &completed, &in_flight).await;
     for (id, answer) in completions.join_all().await {
         let expected = match id {
             _ if id == others => Completion::TakenOver,
