@@ -862,13 +862,13 @@ async fn in_one_transaction<D: Dialect>(
         .one_statement()
         .filter(|_| framing.one_statement_commits)
     {
+        // The statement holds every write of the group, in the group's order: its answers
+        // are the group's.
         let rows = rows_of(group, indexes);
-        let answered = many.write::<D>(connection, &rows).await;
-        let mut answers: Vec<Option<Answer>> = group.iter().map(|_| None).collect();
-        for (&index, answer) in indexes.iter().zip(answered.map_err(Failed::Statement)?) {
-            answers[index] = Some(answer);
-        }
-        return Ok(every_answer(answers));
+        return many
+            .write::<D>(connection, &rows)
+            .await
+            .map_err(Failed::Statement);
     }
     let mut transaction = match &framing.begin {
         Some(begin) => {
@@ -919,7 +919,10 @@ async fn in_one_transaction<D: Dialect>(
         return Err(Failed::Statement(error));
     }
     transaction.commit().await.map_err(Failed::Commit)?;
-    Ok(every_answer(answers))
+    Ok(answers
+        .into_iter()
+        .map(|answer| answer.expect("every write of the group ran"))
+        .collect())
 }
 
 /// The rows of the writes at `indexes` of `group`, for their statement of many rows.
@@ -930,14 +933,6 @@ fn rows_of<'a>(group: &'a [Queued], indexes: &[usize]) -> Vec<many::Row<'a>> {
             id: group[index].write.row_id().unwrap_or_default(),
             binds: &group[index].write.binds,
         })
-        .collect()
-}
-
-/// Each write's answer, in the group's order, once every write has run.
-fn every_answer(answers: Vec<Option<Answer>>) -> Vec<Answer> {
-    answers
-        .into_iter()
-        .map(|answer| answer.expect("every write of the group ran"))
         .collect()
 }
 
@@ -986,8 +981,8 @@ impl Plan {
         Self { many, one_by_one }
     }
 
-    /// The group's one statement of many rows, where that statement is the whole group and
-    /// answers every row by itself.
+    /// The group's one statement of many rows, where that statement is the whole group (its
+    /// indexes are then every write's, in order) and answers every row by itself.
     fn one_statement(&self) -> Option<(&Arc<Many>, &[usize])> {
         match (self.many.as_slice(), self.one_by_one.is_empty()) {
             ([(many, indexes)], true) if many.is_one_statement() => Some((many, indexes)),

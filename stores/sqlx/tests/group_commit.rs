@@ -134,6 +134,47 @@ async fn each_claim_answers_as_alone(
     }
 }
 
+/// The body of every event the tests receive.
+static BODY: Bytes = Bytes::from_static(b"{}");
+
+/// An event stored before the group (its id): its receipt in the group is a duplicate.
+async fn a_stored_event(store: &impl Inbox) -> String {
+    let known = unique_event_id("known");
+    let event = ReceivedEvent::new(&known, TYPE, &BODY, &[], "/");
+    assert_eq!(store.receive(&event).await.unwrap(), Receipt::Stored);
+    known
+}
+
+/// Spawns a receipt of `id`, with the ordering key `key`, answered with its id.
+fn spawn_receipt<S>(
+    receipts: &mut JoinSet<(String, Receipt)>,
+    store: &S,
+    id: &str,
+    key: Option<&str>,
+) where
+    S: Inbox + Clone + 'static,
+{
+    let (store, id, key) = (store.clone(), id.to_owned(), key.map(str::to_owned));
+    receipts.spawn(async move {
+        let event =
+            ReceivedEvent::new(&id, TYPE, &BODY, &[], "/").with_ordering_key(key.as_deref());
+        let receipt = store.receive(&event).await.expect("no receipt fails");
+        (id, receipt)
+    });
+}
+
+/// Asserts that each of `receipts` stored its event, but the receipt of `known` (from
+/// [`a_stored_event`]), a duplicate.
+async fn each_receipt_answers_as_alone(receipts: JoinSet<(String, Receipt)>, known: &str) {
+    for (id, receipt) in receipts.join_all().await {
+        let alone = match id == known {
+            true => Receipt::Duplicate,
+            false => Receipt::Stored,
+        };
+        assert_eq!(receipt, alone, "the receipt of {id}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claims_of_one_id_in_one_group_acquire_once() {
     let (store, url, _dir) = store().await;
@@ -194,11 +235,10 @@ async fn a_claim_and_a_completion_of_one_id_in_one_group_answer_in_their_order()
 async fn takes_in_one_group_never_take_two_events_of_one_key() {
     let (store, url, _dir) = store().await;
     let key = unique_event_id("object");
-    let body = Bytes::from_static(b"{}");
     let mut ids = Vec::new();
     for _ in 0..3 {
         let id = unique_event_id("keyed");
-        let event = ReceivedEvent::new(&id, TYPE, &body, &[], "/").with_ordering_key(Some(&key));
+        let event = ReceivedEvent::new(&id, TYPE, &BODY, &[], "/").with_ordering_key(Some(&key));
         assert_eq!(store.receive(&event).await.unwrap(), Receipt::Stored);
         ids.push(id);
     }
@@ -312,35 +352,21 @@ async fn claims_alone_in_one_group_each_answer_as_alone() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn receipts_alone_in_one_group_are_each_durable_once_answered() {
     let (store, url, dir) = store().await;
-    let body = Bytes::from_static(b"{}");
-    let known = unique_event_id("known");
-    let event = ReceivedEvent::new(&known, TYPE, &body, &[], "/");
-    assert_eq!(store.receive(&event).await.unwrap(), Receipt::Stored);
+    let known = a_stored_event(&store).await;
     let lock = hold_write_lock(&url).await;
     let mut first = JoinSet::new();
     occupy_the_writer(&store, &mut first).await;
     let mut receipts = JoinSet::new();
     let fresh: Vec<String> = (0..12).map(|_| unique_event_id("fresh")).collect();
     for id in fresh.iter().chain([&known]) {
-        let (store, id, body) = (store.clone(), id.clone(), body.clone());
-        receipts.spawn(async move {
-            let event = ReceivedEvent::new(&id, TYPE, &body, &[], "/");
-            let receipt = store.receive(&event).await.expect("no receipt fails");
-            (id, receipt)
-        });
+        spawn_receipt(&mut receipts, &store, id, None);
     }
     release_write_lock(lock).await;
     first.join_all().await;
-    for (id, receipt) in receipts.join_all().await {
-        let expected = match id == known {
-            true => Receipt::Duplicate,
-            false => Receipt::Stored,
-        };
-        assert_eq!(receipt, expected, "the receipt of {id}");
-    }
+    each_receipt_answers_as_alone(receipts, &known).await;
     let reopened = sqlite_store_at(&dir.path().join("group.db"), 2).await;
     for id in &fresh {
-        let event = ReceivedEvent::new(id, TYPE, &body, &[], "/");
+        let event = ReceivedEvent::new(id, TYPE, &BODY, &[], "/");
         assert_eq!(
             reopened.receive(&event).await.unwrap(),
             Receipt::Duplicate,
@@ -377,10 +403,7 @@ async fn completions_of_one_id_in_one_group_answer_each_its_own() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn receipts_in_one_group_keep_the_order_of_their_key_and_answer_duplicates() {
     let (store, url, _dir) = store().await;
-    let body = Bytes::from_static(b"{}");
-    let known = unique_event_id("known");
-    let event = ReceivedEvent::new(&known, TYPE, &body, &[], "/");
-    assert_eq!(store.receive(&event).await.unwrap(), Receipt::Stored);
+    let known = a_stored_event(&store).await;
     let key = unique_event_id("object");
     let keyed: Vec<String> = (0..3).map(|_| unique_event_id("keyed")).collect();
     let unkeyed: Vec<String> = (0..8).map(|_| unique_event_id("unkeyed")).collect();
@@ -388,37 +411,19 @@ async fn receipts_in_one_group_keep_the_order_of_their_key_and_answer_duplicates
     let mut first = JoinSet::new();
     occupy_the_writer(&store, &mut first).await;
     let mut receipts = JoinSet::new();
-    let receive = |receipts: &mut JoinSet<_>, id: &String, key: Option<String>| {
-        let (store, id, body) = (store.clone(), id.clone(), body.clone());
-        receipts.spawn(async move {
-            let event =
-                ReceivedEvent::new(&id, TYPE, &body, &[], "/").with_ordering_key(key.as_deref());
-            (
-                id.clone(),
-                store.receive(&event).await.expect("no receipt fails"),
-            )
-        });
-    };
     // The key's events are queued in this order, among events without a key and a duplicate.
     for (index, id) in keyed.iter().enumerate() {
-        receive(&mut receipts, id, Some(key.clone()));
-        receive(&mut receipts, &unkeyed[index], None);
+        spawn_receipt(&mut receipts, &store, id, Some(&key));
+        spawn_receipt(&mut receipts, &store, &unkeyed[index], None);
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    receive(&mut receipts, &known, None);
+    spawn_receipt(&mut receipts, &store, &known, None);
     for id in &unkeyed[3..] {
-        receive(&mut receipts, id, None);
+        spawn_receipt(&mut receipts, &store, id, None);
     }
     release_write_lock(lock).await;
     first.join_all().await;
-    for (id, receipt) in receipts.join_all().await {
-        let expected = if id == known {
-            Receipt::Duplicate
-        } else {
-            Receipt::Stored
-        };
-        assert_eq!(receipt, expected, "the receipt of {id}");
-    }
+    each_receipt_answers_as_alone(receipts, &known).await;
     // The key's events are taken in the order they were received, one at a time.
     let mut taken_of_key = Vec::new();
     let mut taken = 0;
@@ -443,11 +448,10 @@ async fn receipts_in_one_group_keep_the_order_of_their_key_and_answer_duplicates
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn worker_completions_of_many_events_in_one_group_each_answer_as_alone() {
     let (store, url, _dir) = store().await;
-    let body = Bytes::from_static(b"{}");
     let mut taken = Vec::new();
     for _ in 0..7 {
         let id = unique_event_id("inbox");
-        let event = ReceivedEvent::new(&id, TYPE, &body, &[], "/");
+        let event = ReceivedEvent::new(&id, TYPE, &BODY, &[], "/");
         assert_eq!(store.receive(&event).await.unwrap(), Receipt::Stored);
         let token = ClaimToken::generate();
         let event = store
@@ -756,8 +760,7 @@ where
         token: ClaimToken::generate(),
     };
     if inbox {
-        let body = Bytes::from_static(b"{}");
-        let received = ReceivedEvent::new(&held.event_id, TYPE, &body, &[], "/webhooks");
+        let received = ReceivedEvent::new(&held.event_id, TYPE, &BODY, &[], "/webhooks");
         assert_eq!(store.receive(&received).await.unwrap(), Receipt::Stored);
         let taken = store.take(&held.token, LEASE, TakeOrder::FreshFirst).await;
         assert!(taken.unwrap().is_some(), "the event is due");
@@ -779,8 +782,7 @@ where
                 let claimant = Claimant::new(&id, TYPE, &token);
                 assert_eq!(store.claim(claimant, LEASE).await.unwrap(), Claim::Acquired);
             } else {
-                let body = Bytes::from_static(b"{}");
-                let event = ReceivedEvent::new(&id, TYPE, &body, &[], "/webhooks");
+                let event = ReceivedEvent::new(&id, TYPE, &BODY, &[], "/webhooks");
                 assert_eq!(store.receive(&event).await.unwrap(), Receipt::Stored);
             }
             started.elapsed()
@@ -833,8 +835,7 @@ async fn a_worker_failure_of_a_held_row_holds_up_no_grouped_write_on_postgres() 
 #[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
 async fn a_redelivery_of_a_held_row_holds_up_no_grouped_write_on_postgres() {
     a_held_row_holds_up_no_grouped_write("group_held_again", true, |store, held| async move {
-        let body = Bytes::from_static(b"{}");
-        let again = ReceivedEvent::new(&held.event_id, TYPE, &body, &[], "/webhooks");
+        let again = ReceivedEvent::new(&held.event_id, TYPE, &BODY, &[], "/webhooks");
         assert_eq!(store.receive(&again).await.unwrap(), Receipt::Duplicate);
     })
     .await;
@@ -860,7 +861,6 @@ async fn claims_completions_and_receipts_of_many_events_in_one_group_on_postgres
         .clone()
         .with_group_commit(GroupCommit::POSTGRES.with_writers(1));
     let retention = Duration::from_secs(3600);
-    let body = Bytes::from_static(b"{}");
     let acquire = |id: &str, token: &ClaimToken| {
         let store = store.clone();
         let (id, token) = (id.to_owned(), *token);
@@ -885,14 +885,12 @@ async fn claims_completions_and_receipts_of_many_events_in_one_group_on_postgres
         assert_eq!(acquire(&id, &token).await, Claim::Acquired);
         held.push((id, token));
     }
-    let known = unique_event_id("known");
-    let event = ReceivedEvent::new(&known, TYPE, &body, &[], "/");
-    assert_eq!(store.receive(&event).await.unwrap(), Receipt::Stored);
+    let known = a_stored_event(&store).await;
     // Four events taken by workers, which complete them in the group.
     let mut taken = Vec::new();
     for _ in 0..3 {
         let id = unique_event_id("taken");
-        let event = ReceivedEvent::new(&id, TYPE, &body, &[], "/");
+        let event = ReceivedEvent::new(&id, TYPE, &BODY, &[], "/");
         assert_eq!(store.receive(&event).await.unwrap(), Receipt::Stored);
     }
     for _ in 0..4 {
@@ -930,14 +928,7 @@ async fn claims_completions_and_receipts_of_many_events_in_one_group_on_postgres
     let mut receipts = JoinSet::new();
     let received: Vec<String> = (0..6).map(|_| unique_event_id("received")).collect();
     for id in received.iter().chain([&known]) {
-        let (store, id, body) = (store.clone(), id.clone(), body.clone());
-        receipts.spawn(async move {
-            let event = ReceivedEvent::new(&id, TYPE, &body, &[], "/");
-            (
-                id.clone(),
-                store.receive(&event).await.expect("no receipt fails"),
-            )
-        });
+        spawn_receipt(&mut receipts, &store, id, None);
     }
     let mut worker_completions = JoinSet::new();
     for (id, token) in taken.clone() {
@@ -969,14 +960,7 @@ async fn claims_completions_and_receipts_of_many_events_in_one_group_on_postgres
         };
         assert_eq!(answer.unwrap(), expected, "the completion of {id}");
     }
-    for (id, receipt) in receipts.join_all().await {
-        let expected = if id == known {
-            Receipt::Duplicate
-        } else {
-            Receipt::Stored
-        };
-        assert_eq!(receipt, expected, "the receipt of {id}");
-    }
+    each_receipt_answers_as_alone(receipts, &known).await;
     for (id, _) in &held {
         assert_eq!(acquire(id, &ClaimToken::generate()).await, Claim::Completed);
     }
