@@ -19,6 +19,16 @@
 //! row, and the group saves its `BEGIN` and `COMMIT`. If it fails, nothing of it was written,
 //! and each write runs again on its own, as after any failed statement.
 //!
+//! Where the dialect says so (SQLite), a group of several statements of many rows that each
+//! answer their rows by themselves (a drain's completions and takes; receipts beside them)
+//! sends its `BEGIN` in one query with its first statement and its `COMMIT` with its last: two
+//! round trips to the connection's thread fewer. A group with claims keeps its own `BEGIN` and
+//! `COMMIT`: the claims' state read follows their statement. If any of it fails (a statement,
+//! or the `BEGIN` or `COMMIT` with it), whatever is open is rolled back, nothing of the group
+//! was acknowledged, and each write runs again on its own, as after a failed statement (a
+//! failed `COMMIT` too: there, never `GroupCommitFailed`); a connection whose transaction could
+//! not be ended is closed, never given back to the pool with it open.
+//!
 //! A writer keeps its connection from one group to the next while writes wait for it (a lone
 //! write among them is written on it too), and gives it back to the pool once none waits: on a
 //! pool of one connection, the writer and everything else (a handler's transaction, a write
@@ -519,6 +529,7 @@ impl<D: Dialect> GroupCommitter<D> {
                 begin: D::GROUP_BEGIN.map(|begin| statement(begin).into()),
                 open: D::GROUP_OPEN.map(|open| statement(open).into()),
                 one_statement_commits: D::GROUP_OF_ONE_STATEMENT_COMMITS_ITSELF,
+                begin_and_commit_ride_along: D::GROUP_BEGIN_AND_COMMIT_RIDE_ALONG,
                 bounded: D::GROUP_LOCK_TIMEOUT.is_some(),
             },
             lanes: std::sync::Mutex::new(Vec::new()),
@@ -670,6 +681,9 @@ struct Framing {
     /// A group that is one statement of many rows runs as that statement alone
     /// (`GROUP_OF_ONE_STATEMENT_COMMITS_ITSELF`).
     one_statement_commits: bool,
+    /// A group of statements of many rows sends its `BEGIN` with the first and its `COMMIT`
+    /// with the last (`GROUP_BEGIN_AND_COMMIT_RIDE_ALONG`).
+    begin_and_commit_ride_along: bool,
     /// The group's writes wait for a row lock no longer than the dialect's bound for groups
     /// (`GROUP_LOCK_TIMEOUT`: PostgreSQL's 100 ms, MariaDB's none), and a lone write runs
     /// in the writer's turn only if its statement bounds its own wait so.
@@ -853,11 +867,20 @@ async fn in_one_transaction<D: Dialect>(
     framing: &Framing,
     group: &[Queued],
 ) -> Result<Vec<Answer>, Failed> {
-    let connection = match connection {
-        Some(connection) => connection,
-        None => connection.insert(pool.acquire().await.map_err(Failed::Begin)?),
-    };
+    if connection.is_none() {
+        *connection = Some(pool.acquire().await.map_err(Failed::Begin)?);
+    }
     let plan = Plan::of(group);
+    let ride_along = framing.begin_and_commit_ride_along
+        && framing.open.is_none()
+        && plan.one_by_one.is_empty()
+        && plan.many.len() > 1
+        && plan.many.iter().all(|(many, _)| many.is_one_statement());
+    if ride_along {
+        let begin = framing.begin.as_deref().unwrap_or("BEGIN");
+        return with_begin_and_commit_along::<D>(connection, begin, group, &plan).await;
+    }
+    let connection = connection.as_mut().expect("acquired above");
     if let Some((many, indexes)) = plan
         .one_statement()
         .filter(|_| framing.one_statement_commits)
@@ -923,6 +946,80 @@ async fn in_one_transaction<D: Dialect>(
         .into_iter()
         .map(|answer| answer.expect("every write of the group ran"))
         .collect())
+}
+
+/// Runs the statements of many rows of `plan`, each of which answers its rows by itself, in
+/// one transaction whose `begin` is sent with the first of them and whose `COMMIT` with the
+/// last: the group's answers, once its `COMMIT` has run.
+///
+/// If any of it fails (a statement, the `BEGIN` or the `COMMIT` with it), whatever is open is
+/// rolled back and the group has failed as a statement does: nothing of it was acknowledged,
+/// and each write runs again alone. Until the transaction ends, the connection holds one the pool
+/// does not know of: if this future is dropped midway, or the rollback fails, the connection is
+/// closed, never given back with it open.
+async fn with_begin_and_commit_along<D: Dialect>(
+    connection: &mut Option<PoolConnection<D::Database>>,
+    begin: &str,
+    group: &[Queued],
+    plan: &Plan,
+) -> Result<Vec<Answer>, Failed> {
+    let mut open = OpenTransaction(connection.take());
+    let held = open.0.as_mut().expect("the writer's connection");
+    let mut answers: Vec<Option<Answer>> = group.iter().map(|_| None).collect();
+    let mut ran = Ok(());
+    for (at, (many, indexes)) in plan.many.iter().enumerate() {
+        let commit = at + 1 == plan.many.len();
+        let along = many::AlongWith {
+            begin: (at == 0).then_some(begin),
+            commit,
+        };
+        let rows = rows_of(group, indexes);
+        match many.write_along::<D>(held, &rows, along).await {
+            Ok(answered) => {
+                for (&index, answer) in indexes.iter().zip(answered) {
+                    answers[index] = Some(answer);
+                }
+            }
+            Err(error) => {
+                ran = Err(error);
+                break;
+            }
+        }
+    }
+    if let Err(error) = ran {
+        let rollback: Arc<str> = "ROLLBACK".into();
+        if <D::Database as Driver>::execute_in(held, &rollback, &[])
+            .await
+            .is_ok()
+        {
+            *connection = open.ended();
+        }
+        return Err(Failed::Statement(error));
+    }
+    *connection = open.ended();
+    Ok(answers
+        .into_iter()
+        .map(|answer| answer.expect("every write of the group ran"))
+        .collect())
+}
+
+/// A pooled connection inside a transaction that the pool does not know of: closed when
+/// dropped, unless [`OpenTransaction::ended`] says the transaction is over.
+struct OpenTransaction<DB: sqlx::Database>(Option<PoolConnection<DB>>);
+
+impl<DB: sqlx::Database> OpenTransaction<DB> {
+    /// The connection, its transaction committed or rolled back.
+    fn ended(mut self) -> Option<PoolConnection<DB>> {
+        self.0.take()
+    }
+}
+
+impl<DB: sqlx::Database> Drop for OpenTransaction<DB> {
+    fn drop(&mut self) {
+        if let Some(connection) = self.0.as_mut() {
+            connection.close_on_drop();
+        }
+    }
 }
 
 /// The rows of the writes at `indexes` of `group`, for their statement of many rows.

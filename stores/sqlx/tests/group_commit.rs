@@ -498,6 +498,82 @@ async fn worker_completions_of_many_events_in_one_group_each_answer_as_alone() {
     }
 }
 
+/// Receives an event and takes it: its id and the worker's token.
+async fn a_taken_event(store: &SqliteStore) -> (String, ClaimToken) {
+    let id = a_stored_event(store).await;
+    let token = ClaimToken::generate();
+    let taken = store.take(&token, LEASE, TakeOrder::FreshFirst).await;
+    let taken = taken.unwrap().expect("an event is due");
+    assert_eq!(taken.event_id, id, "the only due event");
+    (id, token)
+}
+
+/// A drain's group: workers' completions and their next takes, two statements of many rows
+/// in one transaction whose `BEGIN` and `COMMIT` ride along with them. Each is answered as
+/// alone, and only once committed: a store opened afresh on the file finds each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_completions_and_takes_in_one_group_are_each_durable_once_answered() {
+    let (store, url, _dir) = store().await;
+    let mut held = Vec::new();
+    for _ in 0..6 {
+        held.push(a_taken_event(&store).await);
+    }
+    let mut due = Vec::new();
+    for _ in 0..6 {
+        due.push(a_stored_event(&store).await);
+    }
+    let lock = hold_write_lock(&url).await;
+    let mut first = JoinSet::new();
+    occupy_the_writer(&store, &mut first).await;
+    let mut completions = JoinSet::new();
+    let mut takes = JoinSet::new();
+    for (id, token) in &held {
+        let (id, token) = (id.clone(), *token);
+        let (completing, taking) = (store.clone(), store.clone());
+        completions.spawn(async move {
+            let claimant = Claimant::new(&id, TYPE, &token);
+            Inbox::complete(&completing, &claimant, Duration::from_secs(3600)).await
+        });
+        takes.spawn(async move {
+            let store = taking;
+            let token = ClaimToken::generate();
+            store.take(&token, LEASE, TakeOrder::FreshFirst).await
+        });
+    }
+    release_write_lock(lock).await;
+    first.join_all().await;
+    for completion in completions.join_all().await {
+        assert_eq!(
+            completion.expect("no completion fails"),
+            Completion::Recorded
+        );
+    }
+    let mut taken: Vec<String> = takes
+        .join_all()
+        .await
+        .into_iter()
+        .map(|taken| taken.expect("no take fails").expect("an event is due"))
+        .map(|event| event.event_id)
+        .collect();
+    taken.sort();
+    due.sort();
+    assert_eq!(taken, due, "each take takes its own due event");
+    store.pool().close().await;
+    let reopened = SqliteStore::connect(&url).await.unwrap();
+    for (id, expected) in held
+        .iter()
+        .map(|(id, _)| (id, EventState::Completed))
+        .chain(due.iter().map(|id| (id, EventState::InFlight)))
+    {
+        let record = reopened
+            .show(id)
+            .await
+            .unwrap()
+            .expect("the event is stored");
+        assert_eq!(record.summary.state, expected, "{id}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_write_whose_caller_left_while_it_waited_is_never_made() {
     let (store, url, _dir) = store().await;
@@ -590,6 +666,101 @@ fn spawn_claims(
             let answer = claim(&store, &id, &ClaimToken::generate()).await;
             (id, started.elapsed(), answer)
         });
+    }
+}
+
+/// On a pool of one connection, a drain's group (completions and takes, its `BEGIN` riding
+/// along with the first statement) whose statement fails leaves no transaction open on the
+/// connection it gives back: the writes that then run alone, on that same connection, are each
+/// committed (a store opened afresh finds them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_group_leaves_no_transaction_open_on_a_pool_of_one_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("one.db");
+    let store = sqlite_store_at(&path, 1).await;
+    store.migrate().await.unwrap();
+    let mut held = Vec::new();
+    for _ in 0..5 {
+        held.push(a_taken_event(&store).await);
+    }
+    let mut due = Vec::new();
+    for _ in 0..4 {
+        due.push(a_stored_event(&store).await);
+    }
+    let (first, first_token) = held.pop().expect("five taken events");
+    // A trigger that refuses one event's completion, as a constraint of the user's could.
+    let poison = held[0].0.clone();
+    let trigger = format!(
+        "CREATE TRIGGER refuse_poison BEFORE UPDATE ON processed_webhook_events \
+         WHEN NEW.event_id = '{poison}' AND NEW.state = 'completed' \
+         BEGIN SELECT RAISE(ABORT, 'refused'); END"
+    );
+    sqlx::raw_sql(sqlx::AssertSqlSafe(trigger))
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let connection = store.pool().acquire().await.unwrap();
+    // A first completion: the writer takes it alone and waits for the connection, and the
+    // writes spawned after it queue as one group behind it.
+    let mut completions = JoinSet::new();
+    let completing = store.clone();
+    completions.spawn(async move {
+        let claimant = Claimant::new(&first, TYPE, &first_token);
+        let completion = Inbox::complete(&completing, &claimant, Duration::from_secs(3600));
+        (first.clone(), completion.await)
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut takes = JoinSet::new();
+    for (id, token) in &held {
+        let (id, token) = (id.clone(), *token);
+        let (completing, taking) = (store.clone(), store.clone());
+        completions.spawn(async move {
+            let claimant = Claimant::new(&id, TYPE, &token);
+            let completion = Inbox::complete(&completing, &claimant, Duration::from_secs(3600));
+            (id.clone(), completion.await)
+        });
+        takes.spawn(async move {
+            let token = ClaimToken::generate();
+            taking.take(&token, LEASE, TakeOrder::FreshFirst).await
+        });
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    drop(connection);
+    for (id, completion) in completions.join_all().await {
+        match id == poison {
+            true => assert!(completion.is_err(), "the refused completion fails"),
+            false => assert_eq!(completion.unwrap(), Completion::Recorded, "{id}"),
+        }
+    }
+    let mut taken: Vec<String> = takes
+        .join_all()
+        .await
+        .into_iter()
+        .map(|taken| taken.expect("no take fails").expect("an event is due"))
+        .map(|event| event.event_id)
+        .collect();
+    taken.sort();
+    due.sort();
+    assert_eq!(taken, due, "each take takes its own due event");
+    store.pool().close().await;
+    let reopened = SqliteStore::connect(&format!("sqlite://{}", path.display()))
+        .await
+        .unwrap();
+    for (id, expected) in held
+        .iter()
+        .map(|(id, _)| (id, EventState::Completed))
+        .chain(due.iter().map(|id| (id, EventState::InFlight)))
+    {
+        let expected = match *id == poison {
+            true => EventState::InFlight,
+            false => expected,
+        };
+        let record = reopened
+            .show(id)
+            .await
+            .unwrap()
+            .expect("the event is stored");
+        assert_eq!(record.summary.state, expected, "{id} was committed");
     }
 }
 

@@ -153,6 +153,12 @@ mod sealed {
         /// (flushed) before its last row is answered (SQLite).
         const GROUP_OF_ONE_STATEMENT_COMMITS_ITSELF: bool = false;
 
+        /// Whether a group of statements of many rows sends its `BEGIN` with its first
+        /// statement and its `COMMIT` with its last, in one round trip each, instead of one of
+        /// their own: where a round trip is a hop to the connection's thread, and a query may
+        /// hold several statements (SQLite).
+        const GROUP_BEGIN_AND_COMMIT_RIDE_ALONG: bool = false;
+
         /// How long a grouped claim or renewal waits for a row lock: a group never waits
         /// long behind a row that another transaction holds (the write then runs alone,
         /// under the store's lock timeout). `None`: the store's lock timeout.

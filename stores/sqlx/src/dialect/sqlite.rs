@@ -59,6 +59,10 @@ impl Sealed for Sqlite {
     // statement (receipts only, completions only, takes only) saves two round trips to the
     // connection's thread.
     const GROUP_OF_ONE_STATEMENT_COMMITS_ITSELF: bool = true;
+    // A query may hold several statements, run one after the other on the connection's
+    // thread: a group of several statements of many rows (a drain's takes and completions)
+    // saves the round trips of its `BEGIN` and `COMMIT`.
+    const GROUP_BEGIN_AND_COMMIT_RIDE_ALONG: bool = true;
     const MANY: Option<ManyTemplates> = Some(ManyTemplates {
         claim: include_str!("../../queries/sqlite/claim_many.sql"),
         claim_by_owner: false,

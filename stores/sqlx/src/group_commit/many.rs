@@ -28,8 +28,9 @@ pub(crate) struct Many {
     /// answered `acquired`, another's `in_flight`, as the one-row statement answers.
     acquired_by: Option<usize>,
     /// The statements with their placeholders, by row count (a power of two: few statements
-    /// to prepare, each prepared once per connection and planned again as the table grows).
-    rendered: Mutex<HashMap<(usize, usize), Rendered>>,
+    /// to prepare, each prepared once per connection and planned again as the table grows),
+    /// row width and what rides along with them.
+    rendered: Mutex<HashMap<(usize, usize, bool, bool), Rendered>>,
     /// The generation of the statements' plans ([`crate::plans`]), counted over all row counts.
     generations: Generations,
 }
@@ -41,6 +42,16 @@ struct Rendered {
     sql: Arc<str>,
     otherwise: Option<Arc<str>>,
     generation: u32,
+}
+
+/// What a statement of many rows sends with it, in its one round trip: the group's `BEGIN`
+/// before it, the group's `COMMIT` after it (`GROUP_BEGIN_AND_COMMIT_RIDE_ALONG`). Nothing, by
+/// default. A statement that reads what it did not write after it (`state_many.sql`) never
+/// carries the `COMMIT`.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct AlongWith<'a> {
+    pub(super) begin: Option<&'a str>,
+    pub(super) commit: bool,
 }
 
 /// One write of a statement of many rows: its id, by which its answer is found (its event's
@@ -86,16 +97,22 @@ impl Many {
         self.otherwise.is_none()
     }
 
-    /// The statements for `count` rows of `width` values, whose first row binds `first`, in
-    /// the generation of this run's plans.
-    fn rendered<D: Dialect>(&self, count: usize, first: &[Value]) -> Rendered {
+    /// The statements for `count` rows of `width` values, whose first row binds `first`, with
+    /// what rides `along`, in the generation of this run's plans.
+    fn rendered<D: Dialect>(
+        &self,
+        count: usize,
+        first: &[Value],
+        along: AlongWith<'_>,
+    ) -> Rendered {
         let generation = self.generations.next_run();
         let width = first.len();
+        let key = (count, width, along.begin.is_some(), along.commit);
         let mut rendered = self
             .rendered
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let current = rendered.get(&(count, width));
+        let current = rendered.get(&key);
         if let Some(current) = current.filter(|current| current.generation == generation) {
             return current.clone();
         }
@@ -113,14 +130,25 @@ impl Many {
             .map(|index| D::placeholder(index + 1, Bind::Text("")))
             .collect();
         let statement = self.sql.replace("{rows}", &rows.join(D::MANY_ROWS.between));
+        let mut sql = in_generation(&statement, generation);
+        if let Some(begin) = along.begin {
+            sql = format!("{begin};\n{sql}");
+        }
+        debug_assert!(
+            !(along.commit && self.otherwise.is_some()),
+            "the COMMIT rides only with a statement that reads nothing after it"
+        );
+        if along.commit {
+            sql = format!("{sql};\nCOMMIT");
+        }
         let renewed = Rendered {
-            sql: in_generation(&statement, generation).into(),
+            sql: sql.into(),
             otherwise: self.otherwise.as_ref().map(|otherwise| {
                 in_generation(&otherwise.replace("{ids}", &ids.join(", ")), generation).into()
             }),
             generation,
         };
-        rendered.insert((count, width), renewed.clone());
+        rendered.insert(key, renewed.clone());
         renewed
     }
 
@@ -132,11 +160,23 @@ impl Many {
         connection: &mut <D::Database as sqlx::Database>::Connection,
         rows: &[Row<'_>],
     ) -> Result<Vec<Answer>, sqlx::Error> {
+        self.write_along::<D>(connection, rows, AlongWith::default())
+            .await
+    }
+
+    /// [`Many::write`], the statement sent with what rides `along` with it: every answer
+    /// comes once the whole query (its `COMMIT` too) has run.
+    pub(super) async fn write_along<D: Dialect>(
+        &self,
+        connection: &mut <D::Database as sqlx::Database>::Connection,
+        rows: &[Row<'_>],
+        along: AlongWith<'_>,
+    ) -> Result<Vec<Answer>, sqlx::Error> {
         let Some(first) = rows.first() else {
             return Ok(Vec::new());
         };
         let count = rows.len().next_power_of_two();
-        let rendered = self.rendered::<D>(count, first.binds);
+        let rendered = self.rendered::<D>(count, first.binds, along);
         // The padding rows' values have the first row's types: a prepared statement keeps
         // the types it was first bound with.
         let padding = first
