@@ -907,21 +907,9 @@ async fn in_one_transaction<D: Dialect>(
         opened.map_err(Failed::Begin)?;
     }
     let mut answers: Vec<Option<Answer>> = group.iter().map(|_| None).collect();
-    let mut ran = Ok(());
-    for (many, indexes) in &plan.many {
-        let rows = rows_of(group, indexes);
-        match many.write::<D>(&mut transaction, &rows).await {
-            Ok(answered) => {
-                for (&index, answer) in indexes.iter().zip(answered) {
-                    answers[index] = Some(answer);
-                }
-            }
-            Err(error) => {
-                ran = Err(error);
-                break;
-            }
-        }
-    }
+    let nothing_along = |_| many::AlongWith::default();
+    let mut ran =
+        write_each_many::<D>(&mut transaction, group, &plan, nothing_along, &mut answers).await;
     if ran.is_ok() {
         for &index in &plan.one_by_one {
             match group[index]
@@ -966,26 +954,11 @@ async fn with_begin_and_commit_along<D: Dialect>(
     let mut open = OpenTransaction(connection.take());
     let held = open.0.as_mut().expect("the writer's connection");
     let mut answers: Vec<Option<Answer>> = group.iter().map(|_| None).collect();
-    let mut ran = Ok(());
-    for (at, (many, indexes)) in plan.many.iter().enumerate() {
-        let commit = at + 1 == plan.many.len();
-        let along = many::AlongWith {
-            begin: (at == 0).then_some(begin),
-            commit,
-        };
-        let rows = rows_of(group, indexes);
-        match many.write_along::<D>(held, &rows, along).await {
-            Ok(answered) => {
-                for (&index, answer) in indexes.iter().zip(answered) {
-                    answers[index] = Some(answer);
-                }
-            }
-            Err(error) => {
-                ran = Err(error);
-                break;
-            }
-        }
-    }
+    let along = |at: usize| many::AlongWith {
+        begin: (at == 0).then_some(begin),
+        commit: at + 1 == plan.many.len(),
+    };
+    let ran = write_each_many::<D>(held, group, plan, along, &mut answers).await;
     if let Err(error) = ran {
         let rollback: Arc<str> = "ROLLBACK".into();
         if <D::Database as Driver>::execute_in(held, &rollback, &[])
@@ -1001,6 +974,26 @@ async fn with_begin_and_commit_along<D: Dialect>(
         .into_iter()
         .map(|answer| answer.expect("every write of the group ran"))
         .collect())
+}
+
+/// Runs each statement of many rows of `plan` on `connection`, in order, the `at`th with
+/// what rides `along(at)` with it, and puts each write's answer at its place in `answers`
+/// (those of `group`); stops at the first that fails.
+async fn write_each_many<'a, D: Dialect>(
+    connection: &mut <D::Database as sqlx::Database>::Connection,
+    group: &[Queued],
+    plan: &Plan,
+    along: impl Fn(usize) -> many::AlongWith<'a>,
+    answers: &mut [Option<Answer>],
+) -> Result<(), sqlx::Error> {
+    for (at, (many, indexes)) in plan.many.iter().enumerate() {
+        let rows = rows_of(group, indexes);
+        let answered = many.write_along::<D>(connection, &rows, along(at)).await?;
+        for (&index, answer) in indexes.iter().zip(answered) {
+            answers[index] = Some(answer);
+        }
+    }
+    Ok(())
 }
 
 /// A pooled connection inside a transaction that the pool does not know of: closed when

@@ -20,6 +20,7 @@ use common::{postgres_row_held, postgres_store, sqlite_store_at};
 use sangho_webhook::{
     inbox::{
         EventState, FailedAttempt, Failure, Inbox, NextAttempt, Receipt, ReceivedEvent, TakeOrder,
+        TakenEvent,
     },
     store::{Claim, ClaimToken, Claimant, Completion, IdempotencyStore, Renewal, StoreError},
     testing::conformance::unique_event_id,
@@ -508,70 +509,113 @@ async fn a_taken_event(store: &SqliteStore) -> (String, ClaimToken) {
     (id, token)
 }
 
+/// `taken` events received and taken (their ids and their workers' tokens), then `due` events
+/// received (their ids).
+async fn taken_and_due(
+    store: &SqliteStore,
+    taken: usize,
+    due: usize,
+) -> (Vec<(String, ClaimToken)>, Vec<String>) {
+    let mut held = Vec::new();
+    for _ in 0..taken {
+        held.push(a_taken_event(store).await);
+    }
+    let mut waiting = Vec::new();
+    for _ in 0..due {
+        waiting.push(a_stored_event(store).await);
+    }
+    (held, waiting)
+}
+
+/// Completions and takes spawned as a drain's workers make them.
+#[derive(Default)]
+struct Drain {
+    completions: JoinSet<(String, Result<Completion, StoreError>)>,
+    takes: JoinSet<Result<Option<TakenEvent>, StoreError>>,
+}
+
+impl Drain {
+    /// The completion of each of `held` by its worker, and that worker's next take.
+    fn complete_and_take(&mut self, store: &SqliteStore, held: &[(String, ClaimToken)]) {
+        for (id, token) in held {
+            self.complete(store, id, *token);
+            let store = store.clone();
+            self.takes.spawn(async move {
+                let token = ClaimToken::generate();
+                store.take(&token, LEASE, TakeOrder::FreshFirst).await
+            });
+        }
+    }
+
+    fn complete(&mut self, store: &SqliteStore, id: &str, token: ClaimToken) {
+        let (store, id) = (store.clone(), id.to_owned());
+        self.completions.spawn(async move {
+            let claimant = Claimant::new(&id, TYPE, &token);
+            let completion = Inbox::complete(&store, &claimant, Duration::from_secs(3600));
+            (id.clone(), completion.await)
+        });
+    }
+
+    /// Checks that each completion but `refused`'s is recorded, and that the takes took the
+    /// `due` events, each its own.
+    async fn answers_as_alone(self, refused: Option<&str>, mut due: Vec<String>) {
+        for (id, completion) in self.completions.join_all().await {
+            match Some(id.as_str()) == refused {
+                true => assert!(completion.is_err(), "the refused completion fails"),
+                false => assert_eq!(completion.unwrap(), Completion::Recorded, "{id}"),
+            }
+        }
+        let mut taken: Vec<String> = self
+            .takes
+            .join_all()
+            .await
+            .into_iter()
+            .map(|taken| taken.expect("no take fails").expect("an event is due"))
+            .map(|event| event.event_id)
+            .collect();
+        taken.sort();
+        due.sort();
+        assert_eq!(taken, due, "each take takes its own due event");
+    }
+}
+
+/// Closes `store`'s pool and checks the state of each event with a store opened afresh on its
+/// file at `url`: each answer was committed.
+async fn a_fresh_store_finds<'a>(
+    store: SqliteStore,
+    url: &str,
+    states: impl IntoIterator<Item = (&'a String, EventState)>,
+) {
+    store.pool().close().await;
+    let reopened = SqliteStore::connect(url).await.unwrap();
+    for (id, expected) in states {
+        let record = reopened
+            .show(id)
+            .await
+            .unwrap()
+            .expect("the event is stored");
+        assert_eq!(record.summary.state, expected, "{id} was committed");
+    }
+}
+
 /// A drain's group: workers' completions and their next takes, two statements of many rows
 /// in one transaction whose `BEGIN` and `COMMIT` ride along with them. Each is answered as
 /// alone, and only once committed: a store opened afresh on the file finds each.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn worker_completions_and_takes_in_one_group_are_each_durable_once_answered() {
     let (store, url, _dir) = store().await;
-    let mut held = Vec::new();
-    for _ in 0..6 {
-        held.push(a_taken_event(&store).await);
-    }
-    let mut due = Vec::new();
-    for _ in 0..6 {
-        due.push(a_stored_event(&store).await);
-    }
+    let (held, due) = taken_and_due(&store, 6, 6).await;
     let lock = hold_write_lock(&url).await;
     let mut first = JoinSet::new();
     occupy_the_writer(&store, &mut first).await;
-    let mut completions = JoinSet::new();
-    let mut takes = JoinSet::new();
-    for (id, token) in &held {
-        let (id, token) = (id.clone(), *token);
-        let (completing, taking) = (store.clone(), store.clone());
-        completions.spawn(async move {
-            let claimant = Claimant::new(&id, TYPE, &token);
-            Inbox::complete(&completing, &claimant, Duration::from_secs(3600)).await
-        });
-        takes.spawn(async move {
-            let store = taking;
-            let token = ClaimToken::generate();
-            store.take(&token, LEASE, TakeOrder::FreshFirst).await
-        });
-    }
+    let mut drain = Drain::default();
+    drain.complete_and_take(&store, &held);
     release_write_lock(lock).await;
     first.join_all().await;
-    for completion in completions.join_all().await {
-        assert_eq!(
-            completion.expect("no completion fails"),
-            Completion::Recorded
-        );
-    }
-    let mut taken: Vec<String> = takes
-        .join_all()
-        .await
-        .into_iter()
-        .map(|taken| taken.expect("no take fails").expect("an event is due"))
-        .map(|event| event.event_id)
-        .collect();
-    taken.sort();
-    due.sort();
-    assert_eq!(taken, due, "each take takes its own due event");
-    store.pool().close().await;
-    let reopened = SqliteStore::connect(&url).await.unwrap();
-    for (id, expected) in held
-        .iter()
-        .map(|(id, _)| (id, EventState::Completed))
-        .chain(due.iter().map(|id| (id, EventState::InFlight)))
-    {
-        let record = reopened
-            .show(id)
-            .await
-            .unwrap()
-            .expect("the event is stored");
-        assert_eq!(record.summary.state, expected, "{id}");
-    }
+    drain.answers_as_alone(None, due.clone()).await;
+    let completed = held.iter().map(|(id, _)| (id, EventState::Completed));
+    let taken = due.iter().map(|id| (id, EventState::InFlight));
+    a_fresh_store_finds(store, &url, completed.chain(taken)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -675,18 +719,9 @@ fn spawn_claims(
 /// committed (a store opened afresh finds them).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_group_leaves_no_transaction_open_on_a_pool_of_one_connection() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("one.db");
-    let store = sqlite_store_at(&path, 1).await;
-    store.migrate().await.unwrap();
-    let mut held = Vec::new();
-    for _ in 0..5 {
-        held.push(a_taken_event(&store).await);
-    }
-    let mut due = Vec::new();
-    for _ in 0..4 {
-        due.push(a_stored_event(&store).await);
-    }
+    let (store, dir) = store_of_one_connection().await;
+    let url = format!("sqlite://{}", dir.path().join("one.db").display());
+    let (mut held, due) = taken_and_due(&store, 5, 4).await;
     let (first, first_token) = held.pop().expect("five taken events");
     // A trigger that refuses one event's completion, as a constraint of the user's could.
     let poison = held[0].0.clone();
@@ -702,66 +737,19 @@ async fn a_failed_group_leaves_no_transaction_open_on_a_pool_of_one_connection()
     let connection = store.pool().acquire().await.unwrap();
     // A first completion: the writer takes it alone and waits for the connection, and the
     // writes spawned after it queue as one group behind it.
-    let mut completions = JoinSet::new();
-    let completing = store.clone();
-    completions.spawn(async move {
-        let claimant = Claimant::new(&first, TYPE, &first_token);
-        let completion = Inbox::complete(&completing, &claimant, Duration::from_secs(3600));
-        (first.clone(), completion.await)
-    });
+    let mut drain = Drain::default();
+    drain.complete(&store, &first, first_token);
     tokio::time::sleep(Duration::from_millis(50)).await;
-    let mut takes = JoinSet::new();
-    for (id, token) in &held {
-        let (id, token) = (id.clone(), *token);
-        let (completing, taking) = (store.clone(), store.clone());
-        completions.spawn(async move {
-            let claimant = Claimant::new(&id, TYPE, &token);
-            let completion = Inbox::complete(&completing, &claimant, Duration::from_secs(3600));
-            (id.clone(), completion.await)
-        });
-        takes.spawn(async move {
-            let token = ClaimToken::generate();
-            taking.take(&token, LEASE, TakeOrder::FreshFirst).await
-        });
-    }
+    drain.complete_and_take(&store, &held);
     tokio::time::sleep(Duration::from_millis(100)).await;
     drop(connection);
-    for (id, completion) in completions.join_all().await {
-        match id == poison {
-            true => assert!(completion.is_err(), "the refused completion fails"),
-            false => assert_eq!(completion.unwrap(), Completion::Recorded, "{id}"),
-        }
-    }
-    let mut taken: Vec<String> = takes
-        .join_all()
-        .await
-        .into_iter()
-        .map(|taken| taken.expect("no take fails").expect("an event is due"))
-        .map(|event| event.event_id)
-        .collect();
-    taken.sort();
-    due.sort();
-    assert_eq!(taken, due, "each take takes its own due event");
-    store.pool().close().await;
-    let reopened = SqliteStore::connect(&format!("sqlite://{}", path.display()))
-        .await
-        .unwrap();
-    for (id, expected) in held
-        .iter()
-        .map(|(id, _)| (id, EventState::Completed))
-        .chain(due.iter().map(|id| (id, EventState::InFlight)))
-    {
-        let expected = match *id == poison {
-            true => EventState::InFlight,
-            false => expected,
-        };
-        let record = reopened
-            .show(id)
-            .await
-            .unwrap()
-            .expect("the event is stored");
-        assert_eq!(record.summary.state, expected, "{id} was committed");
-    }
+    drain.answers_as_alone(Some(&poison), due.clone()).await;
+    let completed = held.iter().map(|(id, _)| match *id == poison {
+        true => (id, EventState::InFlight),
+        false => (id, EventState::Completed),
+    });
+    let taken = due.iter().map(|id| (id, EventState::InFlight));
+    a_fresh_store_finds(store, &url, completed.chain(taken)).await;
 }
 
 /// On a pool of one connection, a write left alone behind a group (queued while the group
