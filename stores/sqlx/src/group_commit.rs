@@ -871,28 +871,24 @@ async fn in_one_transaction<D: Dialect>(
         *connection = Some(pool.acquire().await.map_err(Failed::Begin)?);
     }
     let plan = Plan::of(group);
-    let ride_along = framing.begin_and_commit_ride_along
-        && framing.open.is_none()
-        && plan.one_by_one.is_empty()
-        && plan.many.len() > 1
-        && plan.many.iter().all(|(many, _)| many.is_one_statement());
-    if ride_along {
-        let begin = framing.begin.as_deref().unwrap_or("BEGIN");
-        return with_begin_and_commit_along::<D>(connection, begin, group, &plan).await;
+    match plan.self_answering() {
+        Some([(many, indexes)]) if framing.one_statement_commits => {
+            // The statement holds every write of the group, in the group's order: its
+            // answers are the group's.
+            let connection = connection.as_mut().expect("acquired above");
+            let rows = rows_of(group, indexes);
+            return many
+                .write::<D>(connection, &rows)
+                .await
+                .map_err(Failed::Statement);
+        }
+        Some([_, _, ..]) if framing.begin_and_commit_ride_along && framing.open.is_none() => {
+            let begin = framing.begin.as_deref().unwrap_or("BEGIN");
+            return with_begin_and_commit_along::<D>(connection, begin, group, &plan).await;
+        }
+        _ => {}
     }
     let connection = connection.as_mut().expect("acquired above");
-    if let Some((many, indexes)) = plan
-        .one_statement()
-        .filter(|_| framing.one_statement_commits)
-    {
-        // The statement holds every write of the group, in the group's order: its answers
-        // are the group's.
-        let rows = rows_of(group, indexes);
-        return many
-            .write::<D>(connection, &rows)
-            .await
-            .map_err(Failed::Statement);
-    }
     let mut transaction = match &framing.begin {
         Some(begin) => {
             (**connection)
@@ -1071,12 +1067,12 @@ impl Plan {
         Self { many, one_by_one }
     }
 
-    /// The group's one statement of many rows, where that statement is the whole group (its
-    /// indexes are then every write's, in order) and answers every row by itself.
-    fn one_statement(&self) -> Option<(&Arc<Many>, &[usize])> {
-        match (self.many.as_slice(), self.one_by_one.is_empty()) {
-            ([(many, indexes)], true) if many.is_one_statement() => Some((many, indexes)),
-            _ => None,
-        }
+    /// The group's statements of many rows, where they are the whole group (nothing runs one
+    /// by one) and each answers its rows by itself (nothing is read after it). A single one
+    /// holds every write of the group, in order.
+    fn self_answering(&self) -> Option<&[(Arc<Many>, Vec<usize>)]> {
+        let answering =
+            self.one_by_one.is_empty() && self.many.iter().all(|(many, _)| many.is_one_statement());
+        answering.then_some(self.many.as_slice())
     }
 }

@@ -36,12 +36,30 @@ const TYPE: &str = "charge.succeeded";
 
 /// A migrated store on a temporary file, and the file's URL.
 async fn store() -> (SqliteStore, String, tempfile::TempDir) {
+    store_of_connections(8).await
+}
+
+/// [`store`] over a pool of `connections`.
+async fn store_of_connections(connections: u32) -> (SqliteStore, String, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("group.db");
-    let store = sqlite_store_at(&path, 8).await;
+    let store = sqlite_store_at(&path, connections).await;
     store.migrate().await.unwrap();
     assert!(store.group_commit().is_on(), "grouping is SQLite's default");
     (store, format!("sqlite://{}", path.display()), dir)
+}
+
+/// Creates a trigger that refuses a write (`BEFORE {on}`) of the rows matching `when`, as a
+/// constraint of the user's could.
+async fn refuse(store: &SqliteStore, on: &str, when: &str) {
+    let trigger = format!(
+        "CREATE TRIGGER refuse_poison BEFORE {on} ON processed_webhook_events \
+         WHEN {when} BEGIN SELECT RAISE(ABORT, 'refused'); END"
+    );
+    sqlx::raw_sql(sqlx::AssertSqlSafe(trigger))
+        .execute(store.pool())
+        .await
+        .unwrap();
 }
 
 /// A connection holding SQLite's write lock until it is committed.
@@ -641,16 +659,9 @@ async fn a_write_whose_caller_left_while_it_waited_is_never_made() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_write_fails_alone_and_its_group_is_written() {
     let (store, url, _dir) = store().await;
-    // A trigger that refuses one event id, as a constraint of the user's could.
+    // One event id refused.
     let poison = unique_event_id("poison");
-    let trigger = format!(
-        "CREATE TRIGGER refuse_poison BEFORE INSERT ON processed_webhook_events \
-         WHEN NEW.event_id = '{poison}' BEGIN SELECT RAISE(ABORT, 'refused'); END"
-    );
-    sqlx::raw_sql(sqlx::AssertSqlSafe(trigger))
-        .execute(store.pool())
-        .await
-        .unwrap();
+    refuse(&store, "INSERT", &format!("NEW.event_id = '{poison}'")).await;
     let lock = hold_write_lock(&url).await;
     let mut first = JoinSet::new();
     occupy_the_writer(&store, &mut first).await;
@@ -689,14 +700,6 @@ async fn a_failing_write_fails_alone_and_its_group_is_written() {
     }
 }
 
-/// A store over a pool of one connection (as SQLite's single writer invites), migrated.
-async fn store_of_one_connection() -> (SqliteStore, tempfile::TempDir) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = sqlite_store_at(&dir.path().join("one.db"), 1).await;
-    store.migrate().await.unwrap();
-    (store, dir)
-}
-
 /// Claims `ids`, each in a task of its own: each answer, and how long it took.
 fn spawn_claims(
     store: &SqliteStore,
@@ -719,21 +722,14 @@ fn spawn_claims(
 /// committed (a store opened afresh finds them).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_group_leaves_no_transaction_open_on_a_pool_of_one_connection() {
-    let (store, dir) = store_of_one_connection().await;
-    let url = format!("sqlite://{}", dir.path().join("one.db").display());
+    // A pool of one connection, as SQLite's single writer invites.
+    let (store, url, _dir) = store_of_connections(1).await;
     let (mut held, due) = taken_and_due(&store, 5, 4).await;
     let (first, first_token) = held.pop().expect("five taken events");
-    // A trigger that refuses one event's completion, as a constraint of the user's could.
+    // One event's completion refused.
     let poison = held[0].0.clone();
-    let trigger = format!(
-        "CREATE TRIGGER refuse_poison BEFORE UPDATE ON processed_webhook_events \
-         WHEN NEW.event_id = '{poison}' AND NEW.state = 'completed' \
-         BEGIN SELECT RAISE(ABORT, 'refused'); END"
-    );
-    sqlx::raw_sql(sqlx::AssertSqlSafe(trigger))
-        .execute(store.pool())
-        .await
-        .unwrap();
+    let when = format!("NEW.event_id = '{poison}' AND NEW.state = 'completed'");
+    refuse(&store, "UPDATE", &when).await;
     let connection = store.pool().acquire().await.unwrap();
     // A first completion: the writer takes it alone and waits for the connection, and the
     // writes spawned after it queue as one group behind it.
@@ -758,7 +754,7 @@ async fn a_failed_group_leaves_no_transaction_open_on_a_pool_of_one_connection()
 /// acquire timeout, then a failure).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lone_write_after_a_group_on_a_pool_of_one_connection_is_written_at_once() {
-    let (store, _dir) = store_of_one_connection().await;
+    let (store, _url, _dir) = store_of_connections(1).await;
     let held = store.pool().acquire().await.unwrap();
     let mut claims = JoinSet::new();
     let group: Vec<String> = (0..5).map(|_| unique_event_id("group")).collect();
