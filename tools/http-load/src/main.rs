@@ -38,7 +38,11 @@
 //! prints, per variant, the median requests/s of the rounds with their range, and p50 / p99
 //! latency over all rounds, and the ratios: to the run without the layer, and, for each
 //! database store, the layer's to its raw recipe's (the median of the per-round ratios, with
-//! their range).
+//! their range). Under each variant it prints the CPU time per measured request (the medians of
+//! the rounds, read from Linux's `/proc` over the measured second): the whole machine's, the
+//! database server's included, and this process's own (the senders and the application), and
+//! how busy the machine's cores were. Two cores ÷ a variant's CPU per request is the rate it
+//! could reach with every core busy: the ceiling of its ratio to another variant.
 //!
 //! After every run with the layer over a deduplicating store, and every raw-recipe run, it
 //! checks that each unique event reached the handler exactly once (the handler counts per
@@ -506,11 +510,28 @@ struct RunResult {
     /// Inbox mode with its workers running: the events they completed while the load ran
     /// (the rest they completed after it), as a share of the events received.
     processed_while_received: Option<f64>,
+    /// The CPU time spent while the requests were measured.
+    cpu: Option<CpuTime>,
 }
 
 impl RunResult {
     fn requests_per_second(&self) -> f64 {
         self.measured as f64 / self.measure.as_secs_f64()
+    }
+
+    /// The CPU time per measured request, and the share of the machine's CPU that was busy.
+    fn cpu_per_request(&self) -> Option<(CpuTime, f64)> {
+        let cpu = self.cpu?;
+        let requests = self.measured.max(1) as f64;
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        let capacity_us = self.measure.as_secs_f64() * 1e6 * cores;
+        Some((
+            CpuTime {
+                machine_us: cpu.machine_us / requests,
+                process_us: cpu.process_us / requests,
+            },
+            cpu.machine_us / capacity_us,
+        ))
     }
 }
 
@@ -539,6 +560,9 @@ struct Summary {
     exactly_once: Option<Result<usize, String>>,
     /// The median of the rounds' [`RunResult::processed_while_received`].
     processed_while_received: Option<f64>,
+    /// The medians of the rounds' CPU time per request (the machine's, this process's), and
+    /// of the share of the machine's CPU that was busy.
+    cpu_per_request: Option<(CpuTime, f64)>,
 }
 
 impl Summary {
@@ -590,6 +614,22 @@ impl Summary {
                 .map(|round| round.processed_while_received)
                 .collect::<Option<Vec<f64>>>()
                 .map(|shares| median(&shares)),
+            cpu_per_request: rounds
+                .iter()
+                .map(RunResult::cpu_per_request)
+                .collect::<Option<Vec<_>>>()
+                .map(|per_round| {
+                    let of = |field: fn(&(CpuTime, f64)) -> f64| {
+                        median(&per_round.iter().map(field).collect::<Vec<f64>>())
+                    };
+                    (
+                        CpuTime {
+                            machine_us: of(|(cpu, _)| cpu.machine_us),
+                            process_us: of(|(cpu, _)| cpu.process_us),
+                        },
+                        of(|(_, busy)| *busy),
+                    )
+                }),
         }
     }
 
@@ -609,6 +649,14 @@ impl Summary {
                 format!("  non-2xx {:?}", self.failures)
             }
         );
+        if let Some((cpu, busy)) = self.cpu_per_request {
+            eprintln!(
+                "     CPU per request {:.0} µs (this process {:.0} µs); machine busy {:.0} %",
+                cpu.machine_us,
+                cpu.process_us,
+                busy * 100.0
+            );
+        }
     }
 }
 
@@ -635,6 +683,13 @@ async fn run(variant: Variant, load: Load) -> Result<RunResult, BoxError> {
             .map_or(0, |d| d.as_micros() % 1_000_000_000)
     );
     let start = Instant::now();
+    // The CPU time spent over the window the connections measure.
+    let cpu = tokio::spawn(async move {
+        tokio::time::sleep_until((start + load.warm_up).into()).await;
+        let before = CpuTime::now();
+        tokio::time::sleep(load.measure).await;
+        Some(CpuTime::now()?.since(before?))
+    });
     let connections: Vec<_> = (0..load.connections)
         .map(|connection| {
             tokio::spawn(drive(
@@ -653,6 +708,7 @@ async fn run(variant: Variant, load: Load) -> Result<RunResult, BoxError> {
     }
     let _ = stop.send(());
     server.await??;
+    let cpu = cpu.await?;
 
     let mut failures = HashMap::new();
     for report in &reports {
@@ -697,6 +753,7 @@ async fn run(variant: Variant, load: Load) -> Result<RunResult, BoxError> {
         exactly_once,
         unique: reports.iter().map(|r| r.unique_ids.len()).sum(),
         processed_while_received: None,
+        cpu,
     })
 }
 
@@ -770,7 +827,7 @@ async fn drain(
         async { Ok::<_, std::convert::Infallible>(http::Response::new(String::from("ok"))) }
     });
     let started = Instant::now();
-    let cpu_before = machine_cpu_micros();
+    let cpu_before = CpuTime::now();
     let workers = InboxWorker::builder(inbox.clone(), handler)
         .with_concurrency(concurrency)
         .with_take_order(order)
@@ -785,10 +842,10 @@ async fn drain(
     }
     drained(inbox).await?;
     let drain_rate = events as f64 / started.elapsed().as_secs_f64();
-    if let (Some(before), Some(after)) = (cpu_before, machine_cpu_micros()) {
+    if let (Some(before), Some(after)) = (cpu_before, CpuTime::now()) {
         eprintln!(
             "  {name} drain: {:.0} µs of the machine's CPU per drained event",
-            (after - before) / events as f64
+            after.since(before).machine_us / events as f64
         );
     }
 
@@ -827,24 +884,56 @@ async fn drain(
     Ok(())
 }
 
-/// The CPU time the whole machine has spent so far (every process and the kernel, not idle),
-/// in microseconds, from `/proc/stat` (Linux; `None` elsewhere): the drain's cost, database
-/// server included, whatever its wall-clock time on a shared machine.
-fn machine_cpu_micros() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/stat").ok()?;
-    let ticks: Vec<f64> = stat
-        .lines()
-        .next()?
-        .split_whitespace()
-        .skip(1)
-        .map(|field| field.parse().unwrap_or(0.0))
-        .collect();
-    // user, nice, system, irq, softirq, steal: not idle or iowait. In USER_HZ (100 a second).
-    let busy: f64 = [0, 1, 2, 5, 6, 7]
-        .iter()
-        .filter_map(|&field| ticks.get(field))
-        .sum();
-    Some(busy * 10_000.0)
+/// CPU time spent so far, or over a window, in microseconds, from Linux's `/proc` (`None`
+/// elsewhere): the whole machine's (every process and the kernel, not idle: the database
+/// server included) and this process's own (the senders, the application and its store).
+/// A variant's cost, whatever its wall-clock time on a shared machine.
+#[derive(Debug, Clone, Copy)]
+struct CpuTime {
+    machine_us: f64,
+    process_us: f64,
+}
+
+impl CpuTime {
+    /// The CPU time spent since the machine and this process started.
+    fn now() -> Option<Self> {
+        // In USER_HZ, 100 a second on Linux.
+        const TICK_US: f64 = 10_000.0;
+        let stat = std::fs::read_to_string("/proc/stat").ok()?;
+        let ticks: Vec<f64> = stat
+            .lines()
+            .next()?
+            .split_whitespace()
+            .skip(1)
+            .map(|field| field.parse().unwrap_or(0.0))
+            .collect();
+        // user, nice, system, irq, softirq, steal: not idle or iowait.
+        let machine: f64 = [0, 1, 2, 5, 6, 7]
+            .iter()
+            .filter_map(|&field| ticks.get(field))
+            .sum();
+        // `utime` and `stime`, the 14th and 15th fields; the 2nd (the command's name, in
+        // parentheses) may hold spaces, so the fields are counted after its `)`.
+        let own = std::fs::read_to_string("/proc/self/stat").ok()?;
+        let after_name = &own[own.rfind(')')? + 1..];
+        let fields: Vec<&str> = after_name.split_whitespace().collect();
+        let process: f64 = [11, 12]
+            .iter()
+            .filter_map(|&field| fields.get(field)?.parse::<f64>().ok())
+            .sum();
+        Some(Self {
+            machine_us: machine * TICK_US,
+            process_us: process * TICK_US,
+        })
+    }
+
+    /// The CPU time spent between `earlier` and `self`.
+    fn since(self, earlier: Self) -> Self {
+        Self {
+            machine_us: self.machine_us - earlier.machine_us,
+            process_us: self.process_us - earlier.process_us,
+        }
+    }
 }
 
 /// Waits until nothing waits or runs in `inbox` (at most 2 minutes).
