@@ -118,8 +118,8 @@ impl GroupCommit {
     /// waiting for it, is written by its caller at once. A group waits for no row lock: one
     /// that meets a row another transaction holds is rolled back, and each of its writes runs
     /// again on its own. Of inbox mode's writes, only receipts without an ordering key are
-    /// grouped on MariaDB, each its own statement in the group's transaction. See the crate's
-    /// README for what it gains and costs.
+    /// grouped on MariaDB: a group's receipts are one statement of many rows, their sequence
+    /// numbers drawn first. See the crate's README for what it gains and costs.
     pub const MARIADB: Self = Self {
         max_operations: 64,
         max_bytes: 4 << 20,
@@ -235,16 +235,6 @@ impl Value {
             Self::OptText(text) => Bind::OptText(text.as_deref()),
             Self::OptInt(int) => Bind::OptInt(*int),
             Self::Bytes(bytes) => Bind::Bytes(bytes),
-        }
-    }
-
-    /// The value of a padding row in this value's column: NULL of its type (empty bytes for
-    /// bytes: a padding row's event id is NULL, and the row is never written).
-    fn padding(&self) -> Bind<'static> {
-        match self {
-            Self::Text(_) | Self::OptText(_) => Bind::OptText(None),
-            Self::Int(_) | Self::OptInt(_) => Bind::OptInt(None),
-            Self::Bytes(_) => Bind::Bytes(&[]),
         }
     }
 

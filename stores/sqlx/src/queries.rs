@@ -186,7 +186,9 @@ impl Queries {
                     .acquired_by(many.claim_by_owner.then(claim_token_bind::<D>)),
             ),
             complete: Arc::new(Many::new(one(many.complete), None)),
-            receive: many.receive.map(|sql| Arc::new(Many::new(one(sql), None))),
+            receive: many.receive.map(|sql| {
+                Arc::new(Many::new(one(sql), None).numbered(many.receive_numbers.map(one)))
+            }),
             inbox_complete: many
                 .inbox_complete
                 .map(|sql| Arc::new(Many::new(one(sql), None))),

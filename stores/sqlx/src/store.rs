@@ -720,7 +720,7 @@ mod tests {
         }
         let many = <MariaDb as Sealed>::MANY.expect("statements of many rows");
         // The statements of many rows run only in groups, with the group's bound.
-        for file in [many.claim, many.complete] {
+        for file in [many.claim, many.complete].into_iter().chain(many.receive) {
             assert!(
                 file.contains("innodb_lock_wait_timeout = {lock_timeout_s}")
                     || file.contains("innodb_lock_wait_timeout = {completion_lock_timeout_s}"),

@@ -2,7 +2,9 @@
 //! `--include-ignored`, URL from `SANGHO_TEST_MYSQL_URL`): the claims and completions waiting
 //! together are written in one transaction (`claim_many.sql`, `complete_many.sql`), each
 //! caller gets the answer its own statement gives, and a row held by a handler's transaction
-//! holds up no other write of the group it lands in.
+//! holds up no other write of the group it lands in. Inbox receipts without an ordering key are
+//! written in one statement too (`inbox_receive_many.sql`, their sequence numbers drawn first by
+//! `inbox_receive_numbers.sql`).
 
 mod common;
 
@@ -117,6 +119,101 @@ async fn claims_and_completions_of_many_events_in_groups_each_answer_as_alone_on
             assert_eq!(
                 claim(&store, id, &ClaimToken::generate()).await,
                 Claim::Completed
+            );
+        }
+    }
+}
+
+/// A body of `size` bytes holding every byte value, shifted by `shift`.
+fn body_of(size: usize, shift: usize) -> bytes::Bytes {
+    (0..size).map(|at| ((at + shift) % 256) as u8).collect()
+}
+
+/// Receipts of many events, sent at once to one writer (one statement of many rows, their
+/// sequence numbers drawn first): each answers as its statement alone would. A fresh event is
+/// stored (once, when it is sent twice in one group), an event already received or completed by
+/// a delivery of the direct mode is a duplicate, one a delivery holds a live claim on is
+/// claimed, and one whose claim ran out is stored; every stored body and its headers read back
+/// byte for byte, bodies of 1 B to 64 KiB side by side.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn receipts_of_many_events_in_groups_each_answer_as_alone_on_mariadb() {
+    let test_store = mariadb_store("group_receipts", 16).await;
+    let store = test_store
+        .store
+        .clone()
+        .with_group_commit(GroupCommit::MARIADB.with_writers(1));
+    let receive = |id: String, body: bytes::Bytes| {
+        let store = store.clone();
+        async move {
+            let headers = vec![
+                ("content-type".to_owned(), "application/json".to_owned()),
+                ("sangho-event-id".to_owned(), id.clone()),
+            ];
+            let event = ReceivedEvent::new(&id, TYPE, &body, &headers, "/webhooks/sangho");
+            let receipt = store.receive(&event).await.expect("no receipt fails");
+            (id, receipt)
+        }
+    };
+    for round in 0..5 {
+        let received = unique_event_id("received");
+        let (_, first) = receive(received.clone(), body_of(10, 0)).await;
+        assert_eq!(first, Receipt::Stored);
+        let (completed, token) = (unique_event_id("completed"), ClaimToken::generate());
+        assert_eq!(claim(&store, &completed, &token).await, Claim::Acquired);
+        assert_eq!(
+            complete(&store, &completed, &token).await,
+            Completion::Recorded
+        );
+        let claimed = unique_event_id("claimed");
+        let claimed_by = ClaimToken::generate();
+        assert_eq!(claim(&store, &claimed, &claimed_by).await, Claim::Acquired);
+        let ran_out = unique_event_id("ran-out");
+        let lapsed = store
+            .claim(
+                Claimant::new(&ran_out, TYPE, &ClaimToken::generate()),
+                Duration::from_millis(1),
+            )
+            .await;
+        assert_eq!(lapsed.expect("no claim fails"), Claim::Acquired);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+
+        let sizes = [1, 100, 2048, 65_536];
+        let fresh: Vec<(String, bytes::Bytes)> = (0..24)
+            .map(|n| (unique_event_id("fresh"), body_of(sizes[n % 4], n)))
+            .collect();
+        let others = [&received, &completed, &claimed, &ran_out]
+            .map(|id| ((*id).clone(), body_of(100, round)));
+        let mut receipts = JoinSet::new();
+        for (id, body) in fresh.iter().chain(&others).chain([&fresh[0]]) {
+            receipts.spawn(receive(id.clone(), body.clone()));
+        }
+        let mut first_fresh = Vec::new();
+        for (id, receipt) in receipts.join_all().await {
+            let expected = match &id {
+                id if *id == received || *id == completed => Receipt::Duplicate,
+                id if *id == claimed => Receipt::ClaimedByDelivery,
+                id if *id == fresh[0].0 => {
+                    first_fresh.push(receipt);
+                    continue;
+                }
+                _ => Receipt::Stored,
+            };
+            assert_eq!(receipt, expected, "round {round}: the receipt of {id}");
+        }
+        first_fresh.sort_by_key(|receipt| *receipt == Receipt::Duplicate);
+        assert_eq!(first_fresh, [Receipt::Stored, Receipt::Duplicate]);
+        for (id, body) in fresh.iter().chain([&others[3]]) {
+            let stored = store.show(id).await.expect("no read fails");
+            let stored = stored.unwrap_or_else(|| panic!("round {round}: {id} is stored"));
+            assert_eq!(stored.body, *body, "round {round}: the body of {id}");
+            assert_eq!(
+                stored.headers,
+                [
+                    ("content-type".to_owned(), "application/json".to_owned()),
+                    ("sangho-event-id".to_owned(), id.clone()),
+                ],
+                "round {round}: the headers of {id}"
             );
         }
     }

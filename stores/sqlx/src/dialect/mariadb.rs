@@ -118,7 +118,10 @@ impl Sealed for MariaDb {
         claim_by_owner: true,
         state: None,
         complete: include_str!("../../queries/mariadb/complete_many.sql"),
-        receive: None,
+        receive: Some(include_str!("../../queries/mariadb/inbox_receive_many.sql")),
+        receive_numbers: Some(include_str!(
+            "../../queries/mariadb/inbox_receive_numbers.sql"
+        )),
         // The workers' takes and completions are served in turns (`inbox_taken`,
         // `inbox_completed`).
         inbox_complete: None,

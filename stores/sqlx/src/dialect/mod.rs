@@ -359,6 +359,11 @@ mod sealed {
         /// `inbox_receive_many.sql`, binding the receipt's binds in their order, where the
         /// group commit writes receipts.
         pub(crate) receive: Option<&'static str>,
+        /// `inbox_receive_numbers.sql`, where `receive` cannot tell its own rows from others:
+        /// it draws each receipt's sequence number first, bound after the receipt's binds,
+        /// and `receive` answers an inbox row by the number it holds (`sequence <n>`), which
+        /// the store reads as `stored` for the receipt that drew that number.
+        pub(crate) receive_numbers: Option<&'static str>,
         /// `inbox_complete_many.sql`, binding a worker's completion's binds in their order,
         /// where the group commit writes the workers' completions (not where the dialect
         /// serves them in turns).
@@ -406,6 +411,19 @@ mod sealed {
         OptInt(Option<i64>),
         /// Bytes: a body.
         Bytes(&'a [u8]),
+    }
+
+    impl Bind<'_> {
+        /// The value of a padding row of a statement of many rows in this value's column:
+        /// NULL of its type (empty bytes for bytes: a padding row's event id is NULL, and the
+        /// row is never written).
+        pub(crate) fn padding(&self) -> Bind<'static> {
+            match self {
+                Self::Text(_) | Self::OptText(_) => Bind::OptText(None),
+                Self::Int(_) | Self::OptInt(_) => Bind::OptInt(None),
+                Self::Bytes(_) => Bind::Bytes(&[]),
+            }
+        }
     }
 
     /// Whose ordering key a receipt or a replay locks while it gives an event its sequence

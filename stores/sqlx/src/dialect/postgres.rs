@@ -182,6 +182,7 @@ impl Sealed for Postgres {
         receive: Some(include_str!(
             "../../queries/postgres/inbox_receive_many.sql"
         )),
+        receive_numbers: None,
         // The workers' completions are served in turns (`inbox_completed`).
         inbox_complete: None,
         inbox_take: None,

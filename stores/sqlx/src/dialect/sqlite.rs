@@ -69,6 +69,7 @@ impl Sealed for Sqlite {
         state: Some(include_str!("../../queries/sqlite/state_many.sql")),
         complete: include_str!("../../queries/sqlite/complete_many.sql"),
         receive: Some(include_str!("../../queries/sqlite/inbox_receive_many.sql")),
+        receive_numbers: None,
         inbox_complete: Some(include_str!("../../queries/sqlite/inbox_complete_many.sql")),
         inbox_take: Some(include_str!("../../queries/sqlite/inbox_take_many.sql")),
     });

@@ -27,6 +27,12 @@ pub(crate) struct Many {
     /// claims): the bind of each row that holds its claim's token. The row's own token is
     /// answered `acquired`, another's `in_flight`, as the one-row statement answers.
     acquired_by: Option<usize>,
+    /// Where `sql` answers an inbox row by the sequence number it holds (`sequence <n>`,
+    /// MariaDB's receipts): the statement that draws the rows' numbers first, one per row
+    /// (`inbox_receive_numbers.sql`, binding the count), each bound after its row's values.
+    /// The row that holds its own number is answered `stored`, any other `duplicate`, as the
+    /// one-row statement answers.
+    draw: Option<Arc<str>>,
     /// The statements with their placeholders, by row count (a power of two: few statements
     /// to prepare, each prepared once per connection and planned again as the table grows),
     /// row width and what rides along with them.
@@ -68,6 +74,7 @@ impl Many {
             otherwise,
             taking: false,
             acquired_by: None,
+            draw: None,
             rendered: Mutex::new(HashMap::new()),
             generations: Generations::default(),
         }
@@ -91,10 +98,17 @@ impl Many {
         }
     }
 
-    /// Whether the statement answers every row by itself: it reads nothing else after it
-    /// (no `otherwise`), so that it may run alone, outside a transaction.
+    /// A statement of receipts that answers an inbox row by its sequence number, the numbers
+    /// drawn first by `draw` (`None`: it answers each status itself).
+    pub(crate) fn numbered(self, draw: Option<Arc<str>>) -> Self {
+        Self { draw, ..self }
+    }
+
+    /// Whether the statement answers every row by itself: it reads nothing else before or
+    /// after it (no `otherwise`, no numbers drawn first), so that it may run alone, outside
+    /// a transaction.
     pub(super) fn is_one_statement(&self) -> bool {
-        self.otherwise.is_none()
+        self.otherwise.is_none() && self.draw.is_none()
     }
 
     /// The statements for `count` rows of `width` values, whose first row binds `first`, with
@@ -102,7 +116,7 @@ impl Many {
     fn rendered<D: Dialect>(
         &self,
         count: usize,
-        first: &[Value],
+        first: &[Bind<'_>],
         along: AlongWith<'_>,
     ) -> Rendered {
         let generation = self.generations.next_run();
@@ -120,7 +134,7 @@ impl Many {
             let values: Vec<String> = first
                 .iter()
                 .enumerate()
-                .map(|(column, value)| D::placeholder(index * width + column + 1, value.bind()))
+                .map(|(column, value)| D::placeholder(index * width + column + 1, *value))
                 .collect();
             let ManyRows { open, close, .. } = D::MANY_ROWS;
             format!("{open}{}{close}", values.join(", "))
@@ -166,28 +180,36 @@ impl Many {
 
     /// [`Many::write`], the statement sent with what rides `along` with it: every answer
     /// comes once the whole query (its `COMMIT` too) has run.
-    pub(super) async fn write_along<D: Dialect>(
+    pub(super) async fn write_along<'a, D: Dialect>(
         &self,
         connection: &mut <D::Database as sqlx::Database>::Connection,
-        rows: &[Row<'_>],
+        rows: &[Row<'a>],
         along: AlongWith<'_>,
     ) -> Result<Vec<Answer>, sqlx::Error> {
         let Some(first) = rows.first() else {
             return Ok(Vec::new());
         };
         let count = rows.len().next_power_of_two();
-        let rendered = self.rendered::<D>(count, first.binds, along);
+        // Each row's values, then its sequence number where the statement is numbered.
+        let numbers = match &self.draw {
+            Some(draw) => Some(drawn::<D>(connection, draw, rows.len()).await?),
+            None => None,
+        };
+        let number = |at: usize| numbers.as_ref().map(|numbers| numbers[at]);
+        let values = |at: usize, row: &Row<'a>| values(row, number(at));
+        let first = values(0, first);
+        let rendered = self.rendered::<D>(count, &first, along);
         // The padding rows' values have the first row's types: a prepared statement keeps
         // the types it was first bound with.
         let padding = first
-            .binds
             .iter()
-            .map(|value| -> Bind<'_> { value.padding() })
+            .map(|value| -> Bind<'a> { value.padding() })
             .cycle()
-            .take((count - rows.len()) * first.binds.len());
+            .take((count - rows.len()) * first.len());
         let binds: Vec<Bind<'_>> = rows
             .iter()
-            .flat_map(|row| row.binds.iter().map(Value::bind))
+            .enumerate()
+            .flat_map(|(at, row)| values(at, row))
             .chain(padding)
             .collect();
         if self.taking {
@@ -231,14 +253,63 @@ impl Many {
         }
         Ok(rows
             .iter()
-            .map(|row| {
+            .enumerate()
+            .map(|(at, row)| {
                 let answer = answered.remove(row.id).flatten();
-                Answer::Text(match self.acquired_by {
-                    Some(token) => answer.map(|answer| acquired_by(answer, row.binds.get(token))),
-                    None => answer,
+                let number = numbers.as_ref().map(|numbers| numbers[at]);
+                Answer::Text(match (self.acquired_by, number) {
+                    (Some(token), _) => {
+                        answer.map(|answer| acquired_by(answer, row.binds.get(token)))
+                    }
+                    (None, Some(number)) => answer.map(|answer| stored_by(answer, number)),
+                    (None, None) => answer,
                 })
             })
             .collect())
+    }
+}
+
+/// A row's binds: its values, then its sequence number where its statement is numbered.
+fn values<'a>(row: &Row<'a>, number: Option<i64>) -> Vec<Bind<'a>> {
+    row.binds
+        .iter()
+        .map(Value::bind)
+        .chain(number.map(Bind::Int))
+        .collect()
+}
+
+/// Draws `count` sequence numbers with `draw` on `connection`, one for each row of a numbered
+/// statement.
+async fn drawn<D: Dialect>(
+    connection: &mut <D::Database as sqlx::Database>::Connection,
+    draw: &Arc<str>,
+    count: usize,
+) -> Result<Vec<i64>, sqlx::Error> {
+    let asked = i64::try_from(count).unwrap_or(i64::MAX);
+    let count_bind = [Bind::Int(asked)];
+    let rows = <D::Database as Driver>::fetch_pairs_in(connection, draw, &count_bind);
+    let numbers = rows
+        .await?
+        .into_iter()
+        .map(|(number, _)| number.parse::<i64>())
+        .collect::<Result<Vec<i64>, _>>()
+        .map_err(|error| sqlx::Error::Protocol(format!("a drawn sequence number: {error}")))?;
+    if numbers.len() != count {
+        return Err(sqlx::Error::Protocol(format!(
+            "{} sequence numbers drawn, {count} asked",
+            numbers.len()
+        )));
+    }
+    Ok(numbers)
+}
+
+/// A receipt's status from an answer that names an inbox row by its sequence number:
+/// `stored` where it is the receipt's own `number`, `duplicate` where it is another's.
+fn stored_by(answer: String, number: i64) -> String {
+    match answer.strip_prefix("sequence ") {
+        Some(held) if held.parse() == Ok(number) => "stored".to_owned(),
+        Some(_) => "duplicate".to_owned(),
+        None => answer,
     }
 }
 

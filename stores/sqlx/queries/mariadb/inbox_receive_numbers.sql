@@ -1,0 +1,13 @@
+-- Inbox mode, in a group commit: draw the sequence numbers of the receipts that
+-- `inbox_receive_many.sql` writes next, one for each, in one round trip (and in the group's
+-- transaction: a sequence's numbers are drawn outside any transaction, so a group rolled back
+-- leaves a gap, as a rolled-back `inbox_receive.sql` does).
+-- Binds: how many numbers to draw.
+-- Answers one row (`number`, NULL) for each number drawn.
+WITH RECURSIVE drawn (n) AS (
+    SELECT 1
+    UNION ALL
+    SELECT n + 1 FROM drawn WHERE n < ?
+)
+SELECT CAST(NEXTVAL({table}_sequence) AS CHAR) AS number, CAST(NULL AS CHAR) AS unused
+FROM drawn;
