@@ -3,7 +3,10 @@
 -- transaction: a sequence's numbers are drawn outside any transaction, so a group rolled back
 -- leaves a gap, as a rolled-back `inbox_receive.sql` does).
 -- Binds: how many numbers to draw.
--- Answers one row (`number`, NULL) for each number drawn.
+-- Answers one row (`number`, NULL) for each number drawn. The server's bound on a recursive
+-- query's iterations (`max_recursive_iterations`, 1 000 by default) would cut a larger group's
+-- numbers short without an error, so the statement lifts it; the count bounds the recursion.
+SET STATEMENT max_recursive_iterations = 1000000 FOR
 WITH RECURSIVE drawn (n) AS (
     SELECT 1
     UNION ALL

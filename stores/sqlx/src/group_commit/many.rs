@@ -256,8 +256,7 @@ impl Many {
             .enumerate()
             .map(|(at, row)| {
                 let answer = answered.remove(row.id).flatten();
-                let number = numbers.as_ref().map(|numbers| numbers[at]);
-                Answer::Text(match (self.acquired_by, number) {
+                Answer::Text(match (self.acquired_by, number(at)) {
                     (Some(token), _) => {
                         answer.map(|answer| acquired_by(answer, row.binds.get(token)))
                     }
@@ -367,5 +366,43 @@ mod tests {
                 (1..=rows.len()).map(|n| Some(n.to_string())).collect();
             assert_eq!(texts, expected);
         }
+    }
+}
+
+#[cfg(all(test, feature = "mariadb"))]
+mod mariadb_tests {
+    use std::sync::Arc;
+
+    use sqlx::{AssertSqlSafe, Connection, Executor};
+
+    use crate::dialect::MariaDb;
+
+    /// A group draws one sequence number for each of its receipts, however many: more than
+    /// the server's default bound on a recursive query's iterations (1 000) too.
+    #[tokio::test]
+    #[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+    async fn a_group_draws_a_sequence_number_for_each_receipt_however_many_on_mariadb() {
+        let url = std::env::var("SANGHO_TEST_MYSQL_URL")
+            .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".to_owned());
+        let mut connection = sqlx::MySqlConnection::connect(&url).await.unwrap();
+        let table = format!("draw_{}", std::process::id());
+        let create = format!("CREATE OR REPLACE SEQUENCE {table}_sequence");
+        connection.execute(AssertSqlSafe(create)).await.unwrap();
+        let file = include_str!("../../queries/mariadb/inbox_receive_numbers.sql");
+        let draw: Arc<str> = crate::queries::statement(file)
+            .replace("{table}", &table)
+            .into();
+        let mut last = 0;
+        for count in [1, 64, 1500] {
+            let numbers = super::drawn::<MariaDb>(&mut connection, &draw, count).await;
+            let numbers = numbers.unwrap_or_else(|error| panic!("{count} numbers: {error}"));
+            assert_eq!(numbers.len(), count);
+            for number in numbers {
+                assert!(number > last, "each number drawn once, in order");
+                last = number;
+            }
+        }
+        let drop = format!("DROP SEQUENCE {table}_sequence");
+        connection.execute(AssertSqlSafe(drop)).await.unwrap();
     }
 }
