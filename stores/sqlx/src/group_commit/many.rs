@@ -196,8 +196,7 @@ impl Many {
             None => None,
         };
         let number = |at: usize| numbers.as_ref().map(|numbers| numbers[at]);
-        let values = |at: usize, row: &Row<'a>| values(row, number(at));
-        let first = values(0, first);
+        let first = row_binds(first, number(0));
         let rendered = self.rendered::<D>(count, &first, along);
         // The padding rows' values have the first row's types: a prepared statement keeps
         // the types it was first bound with.
@@ -209,7 +208,7 @@ impl Many {
         let binds: Vec<Bind<'_>> = rows
             .iter()
             .enumerate()
-            .flat_map(|(at, row)| values(at, row))
+            .flat_map(|(at, row)| row_binds(row, number(at)))
             .chain(padding)
             .collect();
         if self.taking {
@@ -269,7 +268,7 @@ impl Many {
 }
 
 /// A row's binds: its values, then its sequence number where its statement is numbered.
-fn values<'a>(row: &Row<'a>, number: Option<i64>) -> Vec<Bind<'a>> {
+fn row_binds<'a>(row: &Row<'a>, number: Option<i64>) -> Vec<Bind<'a>> {
     row.binds
         .iter()
         .map(Value::bind)
