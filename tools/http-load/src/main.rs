@@ -1214,7 +1214,12 @@ impl Kind {
                     "ON DUPLICATE KEY UPDATE event_id = event_id",
                 )
                 .await?;
-                let drop = format!("DROP TABLE IF EXISTS {}, {raw_table}", store.table());
+                // The store's receipt sequence is a table to MariaDB, and outlives the store's
+                // table unless dropped with it.
+                let drop = format!(
+                    "DROP TABLE IF EXISTS {table}, {table}_sequence, {raw_table}",
+                    table = store.table()
+                );
                 Backend {
                     name: "MariaDB",
                     store_name: "MariaDbStore",
