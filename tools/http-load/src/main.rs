@@ -18,12 +18,14 @@
 //!
 //! On each SQL store two more variants run inbox mode's receipt (`InboxReceiver`: verified,
 //! stored on the store's table, answered 202), with the workers stopped and with four workers
-//! running a no-op handler (the steady state where received equals processed, woken by each
-//! receipt); both are compared with the raw recipe, and checked: each unique event stored once
-//! (and, with the workers, completed). `--inbox 0` leaves them out. `--drain N` then drains a
-//! backlog of N events on each SQL store: N receipts from 64 senders in process, 16 workers
-//! (`--drain-workers W`: W) started on the backlog (events/s, and the ratio to the receipts'
-//! rate), and the idle receipt-to-handler latency of 200 receipts one at a time; `--drain-keys
+//! (`--running-workers N`: N) running a no-op handler (the steady state where received equals
+//! processed, woken by each receipt); both are compared with the raw recipe, and so are the
+//! events the running workers processed per second while the load ran; each is checked: each
+//! unique event stored once (and, with the workers, completed). `--inbox 0` leaves them out.
+//! `--drain N` then drains a backlog of N events on each SQL store: N receipts from 64 senders
+//! in process, 16 workers (`--drain-workers W`: W) started on the backlog (events/s, and its
+//! ratio to the rate of those receipts and to the store's inbox receipt over HTTP earlier in
+//! the run, workers stopped, unique events), and the idle receipt-to-handler latency of 200 receipts one at a time; `--drain-keys
 //! K` gives the backlog's events K objects, keyed by object (each object's events taken one at a
 //! time), and `--receipt-order 1` takes every due event in the order of receipt instead of new
 //! events first.
@@ -761,7 +763,7 @@ async fn run(variant: Variant, load: Load) -> Result<RunResult, BoxError> {
 /// without HTTP), then `concurrency` workers (a no-op handler) started on the backlog, then,
 /// idle, 200 receipts one at a time, each timed from its 202 to its handler's start. Prints
 /// the receipt and drain rates, their ratio, the machine's CPU time per drained event, and the
-/// idle wake-up latency. With `keys` > 0, event `n` belongs to object `n % keys`, and the
+/// idle wake-up latency; answers the drain rate. With `keys` > 0, event `n` belongs to object `n % keys`, and the
 /// receiver keys events by object (`with_ordering_key(object_id)`): the events of one object
 /// are taken one at a time.
 async fn drain(
@@ -771,7 +773,7 @@ async fn drain(
     keys: usize,
     concurrency: usize,
     order: TakeOrder,
-) -> Result<(), BoxError> {
+) -> Result<f64, BoxError> {
     let secret = Secret::new(fixtures::SECRET)?;
     let mut receiver = InboxReceiver::builder(secret.clone(), inbox.clone());
     if keys > 0 {
@@ -881,7 +883,7 @@ async fn drain(
         at(0.5),
         at(0.99),
     );
-    Ok(())
+    Ok(drain_rate)
 }
 
 /// CPU time spent so far, or over a window, in microseconds, from Linux's `/proc` (`None`
@@ -1305,6 +1307,30 @@ fn report_against_recipe(name: &str, what: &str, layered: &[RunResult], raw: &[R
     report_against(name, what, "raw recipe", layered, raw);
 }
 
+/// Prints the events the running workers processed per second while the load ran (the
+/// receipts' rate times the share processed meanwhile) against the raw recipe's requests/s:
+/// the median of the per-round ratios with their range. With the share at 100 % it is the
+/// receipts' own ratio; below, the workers fell behind, and this is the rate they kept.
+fn report_processed_against_recipe(name: &str, working: &[RunResult], raw: &[RunResult]) {
+    let ratios: Vec<f64> = working
+        .iter()
+        .zip(raw)
+        .filter_map(|(working, raw)| {
+            let share = working.processed_while_received?;
+            Some(share * working.requests_per_second() / raw.requests_per_second())
+        })
+        .collect();
+    if ratios.is_empty() {
+        return;
+    }
+    eprintln!(
+        "  => {name}: events processed while the load ran, per second / raw recipe = {:.3}x (per-round ratios {:.3}–{:.3})",
+        median(&ratios),
+        ratios.iter().copied().fold(f64::INFINITY, f64::min),
+        ratios.iter().copied().fold(0.0, f64::max),
+    );
+}
+
 /// Prints `what` against `against` (rounds of the same run, taking turns): the median of the
 /// per-round requests/s ratios with their range, and the p50 and p99 latency ratios.
 fn report_against(name: &str, what: &str, against: &str, layered: &[RunResult], raw: &[RunResult]) {
@@ -1496,6 +1522,9 @@ async fn main_async(args: Args) -> Result<(), BoxError> {
     );
 
     let mut failed = Vec::new();
+    // Each store's inbox receipt over HTTP with unique events and the workers stopped (median
+    // requests/s), to which its drain is compared.
+    let mut http_receipts: HashMap<&str, f64> = HashMap::new();
     for (mix, load) in [
         ("unique events", unique),
         ("20% redeliveries", redeliveries),
@@ -1641,6 +1670,12 @@ async fn main_async(args: Args) -> Result<(), BoxError> {
                     &format!("{mix}, inbox receipt ({name}, {label})"),
                 );
                 report_against_recipe(name, &format!("inbox receipt, {label}"), rounds, raw);
+                if label == "workers stopped" && mix == "unique events" {
+                    http_receipts.insert(*name, receipt.requests_per_second);
+                }
+                if label == "workers running" {
+                    report_processed_against_recipe(name, rounds, raw);
+                }
             }
         }
     }
@@ -1649,7 +1684,7 @@ async fn main_async(args: Args) -> Result<(), BoxError> {
         for kind in &kinds {
             let backend = kind.open(grouping).await?;
             if let Some(inbox) = &backend.inbox {
-                drain(
+                let drain_rate = drain(
                     backend.name,
                     inbox,
                     args.drain,
@@ -1661,6 +1696,13 @@ async fn main_async(args: Args) -> Result<(), BoxError> {
                     },
                 )
                 .await?;
+                if let Some(receipt) = http_receipts.get(backend.name) {
+                    eprintln!(
+                        "  => {}: drain / inbox receipt over HTTP (workers stopped, unique events) = {:.2}x",
+                        backend.name,
+                        drain_rate / receipt
+                    );
+                }
             }
             (backend.cleanup)().await?;
         }
