@@ -272,7 +272,10 @@ impl<D: Dialect> Inbox for SqlStore<D> {
         };
         Ok(match status.as_deref() {
             Some("stored") => {
-                self.inbox_wake().notify_waiters();
+                // One waiting worker for each stored event, not every one: a group of n
+                // receipts wakes n workers, and the others' takes do not run to find nothing.
+                // With no worker waiting, the wake-up is kept for the next that waits.
+                self.inbox_wake().notify_one();
                 D::notify_other_processes(self);
                 Receipt::Stored
             }

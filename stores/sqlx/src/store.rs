@@ -109,7 +109,8 @@ pub struct SqlStore<D: Dialect> {
     queries: Arc<Queries>,
     /// The same statements as a group commit runs them: with the group's lock timeout.
     grouped: Arc<Queries>,
-    /// Wakes this process's inbox workers: a receipt, a replay, a notification.
+    /// Wakes this process's inbox workers: one waiting worker for each stored receipt, every
+    /// waiting one for a replay, a release or a notification.
     inbox_wake: Arc<Notify>,
     /// Set once the store listens for other processes' notifications.
     listening: Arc<AtomicBool>,
