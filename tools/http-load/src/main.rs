@@ -25,10 +25,10 @@
 //! `--drain N` then drains a backlog of N events on each SQL store: N receipts from 64 senders
 //! in process, 16 workers (`--drain-workers W`: W) started on the backlog (events/s, and its
 //! ratio to the rate of those receipts and to the store's inbox receipt over HTTP earlier in
-//! the run, workers stopped, unique events), and the idle receipt-to-handler latency of 200 receipts one at a time; `--drain-keys
-//! K` gives the backlog's events K objects, keyed by object (each object's events taken one at a
-//! time), and `--receipt-order 1` takes every due event in the order of receipt instead of new
-//! events first.
+//! the run, workers stopped, unique events), and the idle receipt-to-handler latency of 200
+//! receipts one at a time; `--drain-keys K` gives the backlog's events K objects, keyed by
+//! object (each object's events taken one at a time), and `--receipt-order 1` takes every due
+//! event in the order of receipt instead of new events first.
 //!
 //! Each variant runs 5 rounds, the variants taking turns (so that background load on a shared
 //! machine falls on all of them alike); each round is a fresh server, 64 HTTP/1.1 keep-alive
@@ -537,6 +537,15 @@ impl RunResult {
     }
 }
 
+/// Per-round `ratios` as the harness reports them: their median, lowest and highest.
+fn per_round(ratios: &[f64]) -> (f64, f64, f64) {
+    (
+        median(ratios),
+        ratios.iter().copied().fold(f64::INFINITY, f64::min),
+        ratios.iter().copied().fold(0.0, f64::max),
+    )
+}
+
 /// The median of `values` (the mean of the middle two for an even count); 0 for none.
 fn median(values: &[f64]) -> f64 {
     let mut sorted = values.to_vec();
@@ -763,9 +772,9 @@ async fn run(variant: Variant, load: Load) -> Result<RunResult, BoxError> {
 /// without HTTP), then `concurrency` workers (a no-op handler) started on the backlog, then,
 /// idle, 200 receipts one at a time, each timed from its 202 to its handler's start. Prints
 /// the receipt and drain rates, their ratio, the machine's CPU time per drained event, and the
-/// idle wake-up latency; answers the drain rate. With `keys` > 0, event `n` belongs to object `n % keys`, and the
-/// receiver keys events by object (`with_ordering_key(object_id)`): the events of one object
-/// are taken one at a time.
+/// idle wake-up latency; answers the drain rate. With `keys` > 0, event `n` belongs to object
+/// `n % keys`, and the receiver keys events by object (`with_ordering_key(object_id)`): the
+/// events of one object are taken one at a time.
 async fn drain(
     name: &str,
     inbox: &Arc<dyn Inbox>,
@@ -1323,11 +1332,9 @@ fn report_processed_against_recipe(name: &str, working: &[RunResult], raw: &[Run
     if ratios.is_empty() {
         return;
     }
+    let (median, lowest, highest) = per_round(&ratios);
     eprintln!(
-        "  => {name}: events processed while the load ran, per second / raw recipe = {:.3}x (per-round ratios {:.3}–{:.3})",
-        median(&ratios),
-        ratios.iter().copied().fold(f64::INFINITY, f64::min),
-        ratios.iter().copied().fold(0.0, f64::max),
+        "  => {name}: events processed while the load ran, per second / raw recipe = {median:.3}x (per-round ratios {lowest:.3}–{highest:.3})",
     );
 }
 
@@ -1340,11 +1347,9 @@ fn report_against(name: &str, what: &str, against: &str, layered: &[RunResult], 
         .map(|(layered, raw)| layered.requests_per_second() / raw.requests_per_second())
         .collect();
     let (layered, raw) = (Summary::of(layered), Summary::of(raw));
+    let (median, lowest, highest) = per_round(&ratios);
     eprintln!(
-        "  => {name}: {what} / {against} = {:.3}x requests/s (per-round ratios {:.3}–{:.3}); p50 {:.2}x, p99 {:.2}x",
-        median(&ratios),
-        ratios.iter().copied().fold(f64::INFINITY, f64::min),
-        ratios.iter().copied().fold(0.0, f64::max),
+        "  => {name}: {what} / {against} = {median:.3}x requests/s (per-round ratios {lowest:.3}–{highest:.3}); p50 {:.2}x, p99 {:.2}x",
         f64::from(layered.p50_us) / f64::from(raw.p50_us.max(1)),
         f64::from(layered.p99_us) / f64::from(raw.p99_us.max(1)),
     );
