@@ -156,6 +156,16 @@ fn filter_binds(filter: &Filter) -> [Bind<'_>; 6] {
     ]
 }
 
+/// What [`SqlStore::hand_off`] came to.
+enum HandOff {
+    /// No take of a worker of this process may be lent: the receipt is written as usual.
+    NoWorkerWaits,
+    /// Stored, and taken by a worker.
+    Taken,
+    /// Not stored: the receipt's answer (`duplicate`, `claimed`, or none).
+    Answered(Option<String>),
+}
+
 impl<D: Dialect> SqlStore<D> {
     /// Inbox mode's statements, or an error where the database has none yet.
     fn inbox(&self) -> Result<&InboxQueries, StoreError> {
@@ -214,6 +224,78 @@ impl<D: Dialect> SqlStore<D> {
         Ok(owner.into_text().is_some())
     }
 
+    /// Stores a verified event without an ordering key already taken by a worker of this
+    /// process whose take waits for its turn, where the dialect writes the two at once
+    /// (MariaDB's `inbox_receive_taken.sql`): no take has to find the event, nor rewrite its
+    /// row. The turns of takes lend a waiting take only while they keep up ([`crate::turns`]),
+    /// so the events waiting in the table are not passed over for long. Only a receipt
+    /// written alone is handed off: a group's receipts share one statement and one commit,
+    /// which cost less than the take they would save.
+    async fn hand_off(
+        &self,
+        event: &ReceivedEvent<'_>,
+        headers: &str,
+    ) -> Result<HandOff, StoreError> {
+        let query = match (&self.inbox()?.receive_taken, event.ordering_key) {
+            (Some(query), None) => query,
+            _ => return Ok(HandOff::NoWorkerWaits),
+        };
+        let Some(take) = self.inbox_turns().takes.lend().await else {
+            return Ok(HandOff::NoWorkerWaits);
+        };
+        let (token, lease) = (take.call().token.clone(), take.call().lease);
+        let binds = [
+            Bind::Text(event.event_id),
+            Bind::Text(event.event_type),
+            Bind::Bytes(event.body),
+            Bind::Text(headers),
+            Bind::Text(event.path),
+            Bind::OptText(None),
+            Bind::Text(&token),
+            Bind::Int(lease),
+        ];
+        // Dropped unanswered (a duplicate, a failure), the take waits for its turn again.
+        let status = self.inbox_text(query, &binds).await?;
+        let received = match status.as_deref().and_then(|s| s.strip_prefix("stored ")) {
+            Some(received) => received
+                .parse()
+                .map_err(|_| corrupt("a receipt time that is not a number"))?,
+            None => return Ok(HandOff::Answered(status)),
+        };
+        let taken = (
+            event.event_id.to_owned(),
+            event.event_type.to_owned(),
+            event.body.to_vec(),
+            Some(headers.to_owned()),
+            Some(event.path.to_owned()),
+            received,
+            received,
+            1,
+            None,
+        );
+        tracing::trace!(
+            target: "sangho_webhook_sqlx::hand_off",
+            event_id = event.event_id,
+            "a new event handed to a worker whose take waited"
+        );
+        if take.answer(taken).is_err() {
+            // The worker stopped waiting (its take timed out): the event is given back, due
+            // at once, its attempt not counted. Should that fail, the event is taken again
+            // once its lease runs out, as after a worker's crash.
+            let binds = [Bind::Text(event.event_id), Bind::Text(&token)];
+            match self.inbox_owned(&self.inbox()?.abandon, &binds, None).await {
+                Ok(_) => self.inbox_wake().notify_one(),
+                Err(error) => tracing::warn!(
+                    event_id = event.event_id,
+                    %error,
+                    "an event handed to a worker that had stopped waiting was not given back; \
+                     it is taken again once its lease runs out"
+                ),
+            }
+        }
+        Ok(HandOff::Taken)
+    }
+
     /// The state of an event the inbox holds, after a replay or a discard that changed nothing.
     async fn inbox_state(&self, event_id: &str) -> Result<Option<String>, StoreError> {
         self.inbox_text(&self.inbox()?.state, &[Bind::Text(event_id)])
@@ -239,9 +321,16 @@ impl<D: Dialect> Inbox for SqlStore<D> {
             || (D::GROUP_RECEIPTS_WITHOUT_KEY
                 && self.group_commit().is_on()
                 && event.ordering_key.is_none());
-        let status = match grouped {
-            // The receipt's statement locks its key itself, or needs no lock.
-            true => {
+        // A receipt written alone goes straight to a worker whose take waits, where it can.
+        let hand_off = match grouped {
+            false => self.hand_off(event, &headers).await?,
+            true => HandOff::NoWorkerWaits,
+        };
+        let status = match hand_off {
+            HandOff::Taken => return Ok(Receipt::Stored),
+            HandOff::Answered(status) => status,
+            HandOff::NoWorkerWaits if grouped => {
+                // The receipt's statement locks its key itself, or needs no lock.
                 let lane = event.ordering_key.unwrap_or(event.event_id);
                 let many = self.grouped_queries().many.as_ref();
                 let mut receipt = Write::text(&receive.sql, &receive.binds(&binds))
@@ -266,7 +355,7 @@ impl<D: Dialect> Inbox for SqlStore<D> {
                     Err(error) => return Err(self.write_error(error)),
                 }
             }
-            false => D::inbox_in_key_order(self, receive, &binds, key)
+            HandOff::NoWorkerWaits => D::inbox_in_key_order(self, receive, &binds, key)
                 .await
                 .map_err(|error| self.store_error(error))?,
         };

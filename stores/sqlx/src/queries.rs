@@ -71,6 +71,7 @@ impl Query {
 #[derive(Debug)]
 pub(crate) struct InboxQueries {
     pub(crate) receive: Query,
+    pub(crate) receive_taken: Option<Query>,
     pub(crate) take: Query,
     pub(crate) renew: Query,
     pub(crate) complete: Query,
@@ -165,6 +166,7 @@ impl Queries {
         };
         let inbox = templates.inbox.as_ref().map(|inbox| InboxQueries {
             receive: query(inbox.receive),
+            receive_taken: inbox.receive_taken.map(query),
             take: query(inbox.take),
             renew: query(inbox.renew),
             complete: query(inbox.complete),

@@ -17,6 +17,14 @@
 //! the turns go on (at the 64th turn, and at every doubling after it), so that a plan settled
 //! on while the table was nearly empty does not outlive it ([`crate::plans`]).
 //!
+//! A call that waits for its turn may be lent out ([`Turns::lend`]): MariaDB's receipt of a
+//! new event lends a worker's waiting take, and writes the event already taken under that
+//! take's token and lease, so that no turn has to find it. A call is lent only while the turns
+//! keep up: after a turn that answered fewer calls than it served (the table had no more for
+//! them), any number; after a turn that answered each of its calls (more may wait in the
+//! table), at most as many as that turn answered, so that the calls served in turns, in their
+//! order, get at least half of what there is.
+//!
 //! The PostgreSQL and MariaDB dialects serve their workers' takes and completions in turns;
 //! SQLite's one writer groups them in its group commit instead.
 #![cfg_attr(not(any(feature = "mariadb", feature = "postgres")), allow(dead_code))]
@@ -171,10 +179,55 @@ struct Waiting<C, A> {
     answer: oneshot::Sender<Result<Option<A>, WriteError>>,
 }
 
+/// What the task that serves a queue is sent.
+enum Message<C, A> {
+    /// A call, to serve in a turn.
+    Call(Waiting<C, A>),
+    /// A call that was lent out and given back unanswered: served first.
+    GivenBack(Waiting<C, A>),
+    /// A request for a waiting call to lend ([`Turns::lend`]).
+    Lend(oneshot::Sender<Option<Waiting<C, A>>>),
+}
+
+/// A waiting call lent out by [`Turns::lend`]: answered by its borrower, or, dropped
+/// unanswered, given back to wait for its turn again, first in the queue.
+pub(crate) struct Lent<C, A> {
+    waiting: Option<Waiting<C, A>>,
+    back: mpsc::UnboundedSender<Message<C, A>>,
+}
+
+impl<C, A> Lent<C, A> {
+    /// The call.
+    pub(crate) fn call(&self) -> &C {
+        &self.waiting.as_ref().expect("answered once, by value").call
+    }
+
+    /// Answers the call with `answer`; `Err(answer)` when its caller has gone.
+    pub(crate) fn answer(mut self, answer: A) -> Result<(), A> {
+        let waiting = self.waiting.take().expect("answered once, by value");
+        waiting
+            .answer
+            .send(Ok(Some(answer)))
+            .map_err(|unsent| match unsent {
+                Ok(Some(answer)) => answer,
+                _ => unreachable!("the answer sent"),
+            })
+    }
+}
+
+impl<C, A> Drop for Lent<C, A> {
+    fn drop(&mut self) {
+        if let Some(waiting) = self.waiting.take() {
+            // If the task has ended, the call's caller gets the error of a call it dropped.
+            let _ = self.back.send(Message::GivenBack(waiting));
+        }
+    }
+}
+
 /// The queue of one operation's calls on one store, and the task that serves it (started by
 /// the first call, again after the runtime that ran it ended).
 pub(crate) struct Turns<C, A> {
-    sender: std::sync::Mutex<Option<mpsc::UnboundedSender<Waiting<C, A>>>>,
+    sender: std::sync::Mutex<Option<mpsc::UnboundedSender<Message<C, A>>>>,
 }
 
 impl<C, A> Default for Turns<C, A> {
@@ -214,7 +267,7 @@ impl<C: Call + Clone, A: Send + 'static> Turns<C, A> {
                     sender.insert(queue).clone()
                 }
             };
-            sender.send(Waiting { call, answer })
+            sender.send(Message::Call(Waiting { call, answer }))
         };
         if sent.is_err() {
             // The task ended with its runtime since this call found it running.
@@ -224,12 +277,31 @@ impl<C: Call + Clone, A: Send + 'static> Turns<C, A> {
             .await
             .unwrap_or(Err(WriteError::Database(sqlx::Error::WorkerCrashed)))
     }
+
+    /// A call that waits for its turn, lent out to be answered another way, while the turns
+    /// keep up (see the module's documentation); `None` when none waits, or none may be lent.
+    pub(crate) async fn lend(&self) -> Option<Lent<C, A>> {
+        let back = self
+            .sender
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .as_ref()
+            .filter(|sender| !sender.is_closed())?
+            .clone();
+        let (ask, lent) = oneshot::channel();
+        back.send(Message::Lend(ask)).ok()?;
+        let waiting = lent.await.ok()??;
+        Some(Lent {
+            waiting: Some(waiting),
+            back,
+        })
+    }
 }
 
 /// Serves the queue's calls in turns, [`TURNS_AT_ONCE`] at most at once, until the store is
 /// gone.
 async fn serve<C: Call + Clone, A: Send + 'static>(
-    mut queue: mpsc::UnboundedReceiver<Waiting<C, A>>,
+    mut queue: mpsc::UnboundedReceiver<Message<C, A>>,
     runner: Runner<C, A>,
 ) {
     let mut queued: VecDeque<Waiting<C, A>> = VecDeque::new();
@@ -237,10 +309,12 @@ async fn serve<C: Call + Clone, A: Send + 'static>(
     let mut open = true;
     // Whether the turns keep something (a connection) since they last went idle.
     let mut keeping = false;
+    // How many waiting calls may be lent out before the next turn is answered.
+    let mut lendable = 0;
     loop {
         while running.len() < TURNS_AT_ONCE {
             while let Ok(next) = queue.try_recv() {
-                queued.push_back(next);
+                receive(next, &mut queued, &mut lendable);
             }
             let Some(turn) = next_turn(&mut queued) else {
                 break;
@@ -255,12 +329,13 @@ async fn serve<C: Call + Clone, A: Send + 'static>(
         }
         tokio::select! {
             next = queue.recv(), if open => match next {
-                Some(next) => queued.push_back(next),
+                Some(next) => receive(next, &mut queued, &mut lendable),
                 None => open = false,
             },
             Some(done) = running.join_next(), if !running.is_empty() => {
                 // A turn that panicked dropped its calls' answers: each caller gets an error.
                 if let Ok((turn, answered)) = done {
+                    lendable = lendable_after(&turn, &answered);
                     answer(turn, answered, &mut queued);
                 }
             }
@@ -270,6 +345,51 @@ async fn serve<C: Call + Clone, A: Send + 'static>(
                 keeping = false;
             }
         }
+    }
+}
+
+/// Takes in what the queue's task was sent: a call waits at the back of `queued`, one given
+/// back at the front; a request to lend gets the last waiting call, if `lendable` allows.
+fn receive<C, A>(
+    message: Message<C, A>,
+    queued: &mut VecDeque<Waiting<C, A>>,
+    lendable: &mut usize,
+) {
+    match message {
+        Message::Call(waiting) => queued.push_back(waiting),
+        Message::GivenBack(waiting) => queued.push_front(waiting),
+        Message::Lend(ask) => {
+            // A call whose caller has gone is not lent.
+            queued.retain(|waiting| !waiting.answer.is_closed());
+            let lent = match *lendable {
+                0 => None,
+                _ => queued.pop_back(),
+            };
+            let lent_one = lent.is_some();
+            match ask.send(lent) {
+                Ok(()) if lent_one => *lendable -= 1,
+                Ok(()) => {}
+                // The borrower has gone: the call waits again where it was.
+                Err(lent) => queued.extend(lent),
+            }
+        }
+    }
+}
+
+/// How many waiting calls may be lent out after `turn` was `answered`: any number when it
+/// answered fewer calls than it served (nothing more to hand out), none when it failed, and
+/// otherwise as many as it answered.
+fn lendable_after<C, A>(turn: &[Waiting<C, A>], answered: &Answered<A>) -> usize {
+    match answered {
+        Ok(answers) => {
+            let served = answers.iter().filter(|answer| answer.is_some()).count();
+            if served < turn.len() {
+                usize::MAX
+            } else {
+                served
+            }
+        }
+        Err(_) => 0,
     }
 }
 
@@ -420,5 +540,166 @@ impl Completion {
 impl Call for Completion {
     fn shares_turn_with(&self, first: &Self) -> bool {
         self.retention == first.retention
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use tokio::sync::{Mutex, mpsc};
+
+    use super::{Answered, Call, Runner, Turns};
+
+    /// A call of the tests: any two share a turn.
+    #[derive(Debug, Clone)]
+    struct Ask(&'static str);
+
+    impl Call for Ask {
+        fn shares_turn_with(&self, _first: &Self) -> bool {
+            true
+        }
+    }
+
+    /// What the next turns answer, each turn the next list sent.
+    type Script = mpsc::UnboundedSender<Vec<Option<u32>>>;
+
+    /// What starts the runner of the turns, if the queue's task must start.
+    type MakeRunner = Arc<dyn Fn() -> Runner<Ask, u32> + Send + Sync>;
+
+    /// Turns whose each turn answers what the test sends next, when it sends it.
+    fn scripted() -> (Arc<Turns<Ask, u32>>, Script, MakeRunner) {
+        let (script, answers) = mpsc::unbounded_channel::<Vec<Option<u32>>>();
+        let answers = Arc::new(Mutex::new(answers));
+        let runner: MakeRunner = Arc::new(move || {
+            let answers = answers.clone();
+            Runner {
+                turn: Box::new(move |_calls| {
+                    let answers = answers.clone();
+                    Box::pin(async move {
+                        let answered: Answered<u32> =
+                            Ok(answers.lock().await.recv().await.unwrap_or_default());
+                        answered
+                    })
+                }),
+                idle: Box::new(|| {}),
+            }
+        });
+        (Arc::new(Turns::default()), script, runner)
+    }
+
+    /// Makes `ask` on `turns` in a task of its own: its answer, once it has one.
+    fn call(
+        turns: &Arc<Turns<Ask, u32>>,
+        runner: &MakeRunner,
+        ask: &'static str,
+    ) -> tokio::task::JoinHandle<Option<u32>> {
+        let (turns, runner) = (turns.clone(), runner.clone());
+        tokio::spawn(async move {
+            turns
+                .call(Ask(ask), move || runner())
+                .await
+                .expect("answered")
+        })
+    }
+
+    /// Lets the queue's task take in what it was sent.
+    async fn settle() {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+
+    #[tokio::test]
+    async fn a_waiting_call_is_lent_only_while_the_turns_keep_up() {
+        let (turns, script, runner) = scripted();
+        let first = call(&turns, &runner, "first");
+        settle().await;
+        let waits = call(&turns, &runner, "waits");
+        settle().await;
+        assert!(
+            turns.lend().await.is_none(),
+            "a call was lent before any turn was answered"
+        );
+
+        // The first turn finds nothing for its one call: the turns keep up.
+        script.send(vec![None]).expect("the first turn");
+        assert_eq!(first.await.expect("first"), None);
+        settle().await;
+        // "waits" is in the second turn now; two more wait behind it.
+        let (third, fourth) = (
+            call(&turns, &runner, "third"),
+            call(&turns, &runner, "fourth"),
+        );
+        settle().await;
+        let lent = turns
+            .lend()
+            .await
+            .expect("a call lent while the turns keep up");
+        assert_eq!(lent.call().0, "fourth", "the last call to wait is lent");
+        assert!(lent.answer(7).is_ok());
+        assert_eq!(
+            fourth.await.expect("fourth"),
+            Some(7),
+            "answered by its borrower"
+        );
+        let lent = turns
+            .lend()
+            .await
+            .expect("any number lent while the turns keep up");
+        assert_eq!(lent.call().0, "third");
+        drop(lent);
+
+        // The second turn answers each of its calls: more may wait in the table, so at most
+        // one call (as many as it answered) is lent before the next turn is answered.
+        script.send(vec![Some(1)]).expect("the second turn");
+        assert_eq!(waits.await.expect("waits"), Some(1));
+        settle().await;
+        // "third", given back, is in the third turn; two more wait behind it.
+        let (fifth, sixth) = (
+            call(&turns, &runner, "fifth"),
+            call(&turns, &runner, "sixth"),
+        );
+        settle().await;
+        let lent = turns.lend().await.expect("one call lent after a full turn");
+        assert_eq!(lent.call().0, "sixth");
+        assert!(lent.answer(6).is_ok());
+        assert!(
+            turns.lend().await.is_none(),
+            "more calls lent than the last turn answered"
+        );
+        script.send(vec![Some(3)]).expect("the third turn");
+        assert_eq!(
+            third.await.expect("third"),
+            Some(3),
+            "a call given back is served"
+        );
+        script.send(vec![Some(5)]).expect("the fourth turn");
+        assert_eq!(fifth.await.expect("fifth"), Some(5));
+        assert_eq!(sixth.await.expect("sixth"), Some(6));
+    }
+
+    #[tokio::test]
+    async fn a_call_whose_caller_has_gone_is_never_lent() {
+        let (turns, script, runner) = scripted();
+        let first = call(&turns, &runner, "first");
+        settle().await;
+        script.send(vec![None]).expect("the first turn");
+        assert_eq!(first.await.expect("first"), None);
+        let second = call(&turns, &runner, "second");
+        settle().await;
+        let waits = call(&turns, &runner, "waits");
+        let gone = call(&turns, &runner, "gone");
+        settle().await;
+        gone.abort();
+        settle().await;
+        let lent = turns.lend().await.expect("a call lent");
+        assert_eq!(
+            lent.call().0,
+            "waits",
+            "the call whose caller left was lent"
+        );
+        assert!(lent.answer(2).is_ok());
+        assert_eq!(waits.await.expect("waits"), Some(2));
+        script.send(vec![Some(1)]).expect("the second turn");
+        assert_eq!(second.await.expect("second"), Some(1));
     }
 }

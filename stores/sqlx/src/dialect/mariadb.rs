@@ -149,6 +149,10 @@ impl Sealed for MariaDb {
                 include_str!("../../queries/mariadb/inbox_receive.sql"),
                 &[0, 1, 2, 3, 4, 5],
             ),
+            receive_taken: Some((
+                include_str!("../../queries/mariadb/inbox_receive_taken.sql"),
+                &[0, 1, 6, 2, 3, 4, 7],
+            )),
             // Run statement by statement for a turn of takes (`take_many`), with binds of its own.
             take: (
                 include_str!("../../queries/mariadb/inbox_take_many.sql"),

@@ -382,6 +382,10 @@ mod sealed {
     #[derive(Debug, Clone, Copy)]
     pub(crate) struct InboxTemplates {
         pub(crate) receive: Template,
+        /// The receipt of an event without an ordering key, written already taken by a
+        /// worker whose take waits (the receipt's binds, then the take's token and lease),
+        /// where the dialect has it.
+        pub(crate) receive_taken: Option<Template>,
         pub(crate) take: Template,
         pub(crate) renew: Template,
         pub(crate) complete: Template,

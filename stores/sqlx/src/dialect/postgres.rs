@@ -204,6 +204,7 @@ impl Sealed for Postgres {
                 &[0, 1, 2, 3, 4, 5],
             ),
             // A turn of takes (`take_many`), with binds of its own.
+            receive_taken: None,
             take: (
                 include_str!("../../queries/postgres/inbox_take_many.sql"),
                 &[0, 1, 2],

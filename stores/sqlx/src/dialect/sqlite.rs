@@ -96,6 +96,7 @@ impl Sealed for Sqlite {
                 include_str!("../../queries/sqlite/inbox_receive.sql"),
                 &[0, 1, 2, 3, 4, 5],
             ),
+            receive_taken: None,
             take: (
                 include_str!("../../queries/sqlite/inbox_take.sql"),
                 &[0, 1, 2],

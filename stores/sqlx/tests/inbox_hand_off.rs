@@ -1,0 +1,366 @@
+//! Inbox mode on MariaDB: a new event without an ordering key, received while a worker's take
+//! waits for its turn, is written already taken under that worker's token and lease, and goes
+//! to that worker at once, without a take that finds it. A worker that stopped waiting
+//! meanwhile gets nothing, and the event is given back, due at once.
+//!
+//! A turn of takes is held up on purpose: a trigger of the test's own sleeps while the turn
+//! writes one chosen event in flight, so that the takes that come meanwhile wait for the next
+//! turn. And under load, with workers running beside the receipts, each event is handled once,
+//! many of them handed off. Ignored by default (run with `-- --include-ignored` and
+//! SANGHO_TEST_MYSQL_URL).
+#![cfg(feature = "mariadb")]
+
+mod common;
+
+use std::{
+    collections::HashMap,
+    convert::Infallible,
+    sync::{
+        Arc, Mutex, Once,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use bytes::Bytes;
+use sangho_webhook::{
+    SanghoEvent, WebhookBody,
+    inbox::{Inbox, InboxWorker, Receipt, ReceivedEvent, TakeOrder, TakenEvent},
+    store::{ClaimToken, Claimant, Completion},
+    testing::{conformance::unique_event_id, fixtures},
+};
+use sangho_webhook_sqlx::{
+    GroupCommit, MariaDbStore,
+    sqlx::{self, AssertSqlSafe},
+};
+use tokio::{task::JoinHandle, time::Instant};
+use tracing_subscriber::layer::SubscriberExt;
+
+use common::{LONG, TYPE};
+
+/// How long the trigger holds up the turn that writes the chosen event in flight.
+const HELD: Duration = Duration::from_secs(3);
+
+/// Long enough for a take or a receipt to be where the test needs it.
+const SETTLE: Duration = Duration::from_millis(300);
+
+/// Receives `id` (its event's body, its path, no ordering key).
+async fn receive(store: &MariaDbStore, id: &str) -> Receipt {
+    let body = Bytes::from(fixtures::event_body(id, TYPE));
+    let headers = vec![("content-type".to_owned(), "application/json".to_owned())];
+    let event = ReceivedEvent::new(id, TYPE, &body, &headers, "/webhooks");
+    store.receive(&event).await.expect("receive")
+}
+
+/// A take, new events first, for a long lease, in a task of its own: its token, and what it
+/// takes.
+fn take(store: &MariaDbStore) -> (ClaimToken, JoinHandle<Option<TakenEvent>>) {
+    let (store, token) = (store.clone(), ClaimToken::generate());
+    let task = tokio::spawn(async move {
+        store
+            .take(&token, LONG, TakeOrder::FreshFirst)
+            .await
+            .expect("take")
+    });
+    (token, task)
+}
+
+/// `id`'s state, attempts and claim token.
+async fn row(store: &MariaDbStore, id: &str) -> (String, i64, Option<String>) {
+    let sql = format!(
+        "SELECT state, CAST(attempts AS SIGNED), claim_token FROM {} WHERE event_id = ?",
+        store.table().as_str()
+    );
+    sqlx::query_as(AssertSqlSafe(sql))
+        .bind(id)
+        .fetch_one(store.pool())
+        .await
+        .expect("the event's row")
+}
+
+/// An ungrouped store on a fresh table (a group's receipts are never handed off), whose
+/// trigger holds up for [`HELD`] the write of `held` in flight (a take's) and the insert of
+/// `slow` (a receipt's).
+async fn store_holding(label: &str, held: &str, slow: &str) -> common::TestStore<MariaDbStore> {
+    let mut store = common::mariadb_store(label, 8).await;
+    store.store = store.store.clone().with_group_commit(GroupCommit::OFF);
+    let table = store.store.table().as_str().to_owned();
+    for trigger in [
+        format!(
+            "CREATE TRIGGER {table}_held BEFORE UPDATE ON {table} FOR EACH ROW \
+             SET @sangho_test_slept = IF(OLD.event_id = '{held}' AND NEW.state = 'in_flight', \
+                                         SLEEP({}), 0)",
+            HELD.as_secs_f64()
+        ),
+        format!(
+            "CREATE TRIGGER {table}_slow BEFORE INSERT ON {table} FOR EACH ROW \
+             SET @sangho_test_slept = IF(NEW.event_id = '{slow}', SLEEP({}), 0)",
+            HELD.as_secs_f64()
+        ),
+    ] {
+        sqlx::query(AssertSqlSafe(trigger))
+            .execute(store.store.pool())
+            .await
+            .expect("the test's trigger");
+    }
+    store
+}
+
+/// A take that finds nothing, then a turn held up while it writes `held` in flight, and a
+/// take that waits behind it: that take's token and task, and the held turn's.
+async fn a_take_waiting_behind_a_held_turn(
+    store: &MariaDbStore,
+    held: &str,
+) -> (
+    (ClaimToken, JoinHandle<Option<TakenEvent>>),
+    JoinHandle<Option<TakenEvent>>,
+) {
+    // A first turn that finds nothing: the turns keep up.
+    let (_, nothing) = take(store);
+    assert!(nothing.await.expect("take").is_none(), "the table is empty");
+    assert_eq!(receive(store, held).await, Receipt::Stored);
+    let (_, held_turn) = take(store);
+    tokio::time::sleep(SETTLE).await;
+    assert!(
+        !held_turn.is_finished(),
+        "the trigger did not hold the turn"
+    );
+    let waiting = take(store);
+    tokio::time::sleep(SETTLE).await;
+    (waiting, held_turn)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn a_new_event_goes_to_a_worker_whose_take_waits_on_mariadb() {
+    let (held, fresh) = (unique_event_id("held"), unique_event_id("fresh"));
+    let store = store_holding("hand_off", &held, "none").await;
+    let store = &store.store;
+    let ((token, waiting), held_turn) = a_take_waiting_behind_a_held_turn(store, &held).await;
+
+    let received = Instant::now();
+    assert_eq!(receive(store, &fresh).await, Receipt::Stored);
+    let taken = tokio::time::timeout(HELD, waiting)
+        .await
+        .expect("the waiting take was answered only after the held turn")
+        .expect("take")
+        .expect("the waiting take got an event");
+    assert!(
+        received.elapsed() < HELD / 3,
+        "the event reached the waiting take {:?} after its receipt",
+        received.elapsed()
+    );
+    assert!(
+        !held_turn.is_finished(),
+        "the waiting take was answered after the held turn"
+    );
+    assert_eq!(taken.event_id, fresh);
+    assert_eq!(taken.attempt, 1);
+    assert_eq!(taken.body, Bytes::from(fixtures::event_body(&fresh, TYPE)));
+    assert_eq!(taken.path, "/webhooks");
+    assert_eq!(
+        row(store, &fresh).await,
+        ("in_flight".to_owned(), 1, Some(token.as_str().to_owned())),
+        "the event is in flight under the waiting worker's token"
+    );
+    let claimant = Claimant::new(&fresh, TYPE, &token);
+    assert_eq!(
+        store.complete(&claimant, LONG).await.expect("complete"),
+        Completion::Recorded
+    );
+
+    let taken = held_turn.await.expect("take").expect("the held event");
+    assert_eq!(taken.event_id, held);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn a_duplicate_leaves_the_waiting_take_to_its_turn_on_mariadb() {
+    let (done, held) = (unique_event_id("done"), unique_event_id("held"));
+    let store = store_holding("hand_off_dup", &held, "none").await;
+    let store = &store.store;
+    assert_eq!(receive(store, &done).await, Receipt::Stored);
+    let (token, first) = take(store);
+    assert_eq!(first.await.expect("take").expect("an event").event_id, done);
+    let claimant = Claimant::new(&done, TYPE, &token);
+    assert_eq!(
+        store.complete(&claimant, LONG).await.expect("complete"),
+        Completion::Recorded
+    );
+    let ((_, waiting), held_turn) = a_take_waiting_behind_a_held_turn(store, &held).await;
+
+    assert_eq!(receive(store, &done).await, Receipt::Duplicate);
+    tokio::time::sleep(SETTLE).await;
+    assert!(
+        !waiting.is_finished(),
+        "a duplicate answered the waiting take"
+    );
+    assert_eq!(
+        held_turn
+            .await
+            .expect("take")
+            .expect("the held event")
+            .event_id,
+        held
+    );
+    // The waiting take's own turn finds nothing else.
+    assert!(waiting.await.expect("take").is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn an_event_handed_to_a_worker_that_stopped_waiting_is_given_back_on_mariadb() {
+    let (held, slow) = (unique_event_id("held"), unique_event_id("slow"));
+    let store = store_holding("hand_off_gone", &held, &slow).await;
+    let store = &store.store;
+    let ((_, waiting), held_turn) = a_take_waiting_behind_a_held_turn(store, &held).await;
+
+    // The receipt lends the waiting take, then its insert is held up; meanwhile the worker
+    // stops waiting (its take times out).
+    let receipt = {
+        let (store, slow) = (store.clone(), slow.clone());
+        tokio::spawn(async move { receive(&store, &slow).await })
+    };
+    tokio::time::sleep(SETTLE).await;
+    waiting.abort();
+    assert_eq!(receipt.await.expect("receive"), Receipt::Stored);
+    assert_eq!(
+        row(store, &slow).await,
+        ("received".to_owned(), 0, None),
+        "the event handed to a worker that had gone is due again, its attempt not counted"
+    );
+    assert_eq!(
+        held_turn
+            .await
+            .expect("take")
+            .expect("the held event")
+            .event_id,
+        held
+    );
+    let (_, next) = take(store);
+    let taken = next.await.expect("take").expect("the given-back event");
+    assert_eq!((taken.event_id.as_str(), taken.attempt), (slow.as_str(), 1));
+}
+
+/// The events handed to a waiting worker in this process, as the store traces them.
+static HANDED_OFF: AtomicUsize = AtomicUsize::new(0);
+
+/// Counts the store's traces of a hand-off ([`HANDED_OFF`]), and lets no other event through.
+struct CountHandOffs;
+
+impl CountHandOffs {
+    const TARGET: &str = "sangho_webhook_sqlx::hand_off";
+
+    /// Counts from now on, for the whole test binary.
+    fn install() {
+        static INSTALLED: Once = Once::new();
+        INSTALLED.call_once(|| {
+            let subscriber = tracing_subscriber::registry().with(CountHandOffs);
+            tracing::subscriber::set_global_default(subscriber).expect("the only subscriber");
+        });
+    }
+}
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for CountHandOffs {
+    fn enabled(
+        &self,
+        metadata: &tracing::Metadata<'_>,
+        _: tracing_subscriber::layer::Context<'_, S>,
+    ) -> bool {
+        metadata.target() == Self::TARGET
+    }
+
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        if event.metadata().target() == Self::TARGET {
+            HANDED_OFF.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn receipts_beside_running_workers_are_each_handled_once_on_mariadb() {
+    const SENDERS: usize = 32;
+    const EACH: usize = 25;
+    CountHandOffs::install();
+    let store = common::mariadb_store("hand_off_many", 16).await;
+    let inbox = store.store.clone().with_group_commit(GroupCommit::OFF);
+    let handled: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
+    let handler = {
+        let handled = handled.clone();
+        tower::service_fn(move |request: http::Request<WebhookBody>| {
+            let event = request
+                .extensions()
+                .get::<SanghoEvent>()
+                .expect("the event");
+            *handled
+                .lock()
+                .unwrap()
+                .entry(event.id().to_owned())
+                .or_default() += 1;
+            async { Ok::<_, Infallible>(http::Response::new(WebhookBody::from_static(b""))) }
+        })
+    };
+    let worker = InboxWorker::builder(inbox.clone(), handler)
+        .with_concurrency(16)
+        .build()
+        .expect("a worker")
+        .start();
+    let before = HANDED_OFF.load(Ordering::SeqCst);
+
+    let ids: Vec<String> = (0..SENDERS * EACH)
+        .map(|_| unique_event_id("many"))
+        .collect();
+    let mut senders = tokio::task::JoinSet::new();
+    for chunk in ids.chunks(EACH) {
+        let (inbox, chunk) = (inbox.clone(), chunk.to_vec());
+        senders.spawn(async move {
+            for id in chunk {
+                assert_eq!(receive(&inbox, &id).await, Receipt::Stored);
+            }
+        });
+    }
+    while let Some(sent) = senders.join_next().await {
+        sent.expect("a sender");
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while handled.lock().unwrap().len() < ids.len() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    worker.shutdown(Duration::from_secs(5)).await;
+    let handed_off = HANDED_OFF.load(Ordering::SeqCst) - before;
+
+    let handled = handled.lock().unwrap().clone();
+    let lost: Vec<&String> = ids.iter().filter(|id| !handled.contains_key(*id)).collect();
+    let doubled: Vec<(&String, &usize)> = handled.iter().filter(|(_, n)| **n > 1).collect();
+    eprintln!(
+        "{} events received beside 16 running workers: {handed_off} handed to a waiting worker",
+        ids.len()
+    );
+    assert!(
+        lost.is_empty(),
+        "{} events never handled, the first {:?}",
+        lost.len(),
+        lost.first()
+    );
+    assert!(
+        doubled.is_empty(),
+        "events handled more than once: {doubled:?}"
+    );
+    let sql = format!(
+        "SELECT COUNT(*) FROM {} WHERE state <> 'completed'",
+        inbox.table().as_str()
+    );
+    let unfinished: i64 = sqlx::query_scalar(AssertSqlSafe(sql))
+        .fetch_one(inbox.pool())
+        .await
+        .expect("a count");
+    assert_eq!(
+        unfinished, 0,
+        "events handled but not recorded as completed"
+    );
+    assert!(
+        handed_off > 0,
+        "no event was handed to a waiting worker: the check tested only the takes"
+    );
+}
