@@ -20,10 +20,10 @@
 //! A call that waits for its turn may be lent out ([`Turns::lend`]): MariaDB's receipt of a
 //! new event lends a worker's waiting take, and writes the event already taken under that
 //! take's token and lease, so that no turn has to find it. A call is lent only while the turns
-//! keep up: after a turn that answered fewer calls than it served (the table had no more for
-//! them), any number; after a turn that answered each of its calls (more may wait in the
-//! table), at most as many as that turn answered, so that the calls served in turns, in their
-//! order, get at least half of what there is.
+//! keep up: after a turn that had no answer for some of its calls (a turn of takes that found
+//! fewer due events than takes), any number; after a turn that had one for each of its calls
+//! (more may wait in the table), at most as many as that turn answered, so that the turns, in
+//! their order, keep at least half of the calls.
 //!
 //! The PostgreSQL and MariaDB dialects serve their workers' takes and completions in turns;
 //! SQLite's one writer groups them in its group commit instead.
@@ -376,8 +376,8 @@ fn receive<C, A>(
     }
 }
 
-/// How many waiting calls may be lent out after `turn` was `answered`: any number when it
-/// answered fewer calls than it served (nothing more to hand out), none when it failed, and
+/// How many waiting calls may be lent out after `turn` was `answered`: any number when it had
+/// no answer for some of its calls (nothing more to hand out), none when it failed, and
 /// otherwise as many as it answered.
 fn lendable_after<C, A>(turn: &[Waiting<C, A>], answered: &Answered<A>) -> usize {
     match answered {
