@@ -389,6 +389,33 @@ mod tests {
         many_rows_resolve_conflicts_as_one_row::<crate::dialect::MariaDb>("?");
     }
 
+    /// MariaDB's receipt that hands its event to a waiting take resolves a conflict as the
+    /// receipt does, but for the four assignments that write the event taken.
+    #[cfg(feature = "mariadb")]
+    #[test]
+    fn mariadb_s_receipt_of_a_taken_event_resolves_conflicts_as_the_receipt() {
+        let inbox = <crate::dialect::MariaDb as crate::dialect::Sealed>::SQL
+            .inbox
+            .expect("inbox mode");
+        let taken = inbox.receive_taken.expect("a receipt of a taken event").0;
+        let (expired, key) = ("IF(expires_at <= UTC_TIMESTAMP(6),", "ordering_key = ");
+        let as_received = [
+            ("'in_flight', state)", "'received', state)"),
+            ("VALUES(claim_token), claim_token)", "NULL, claim_token)"),
+            (" 1, attempts)", " 0, attempts)"),
+            (
+                &format!("{key}{expired} NULL, ordering_key)"),
+                &format!("{key}{expired} VALUES(ordering_key), ordering_key)"),
+            ),
+        ];
+        let as_received: Vec<(&str, &str)> =
+            as_received.iter().map(|(from, to)| (*from, *to)).collect();
+        assert_eq!(
+            conflict_clause(taken, &as_received),
+            conflict_clause(inbox.receive.0, &[])
+        );
+    }
+
     #[cfg(feature = "sqlite")]
     #[test]
     fn sqlite_s_statements_of_many_rows_resolve_conflicts_as_one_row() {
