@@ -130,6 +130,12 @@ async fn a_take_waiting_behind_a_held_turn(
     (waiting, held_turn)
 }
 
+/// The held turn, once the trigger lets it go, hands out the `held` event.
+async fn the_held_turn_takes(held_turn: JoinHandle<Option<TakenEvent>>, held: &str) {
+    let taken = held_turn.await.expect("take").expect("the held event");
+    assert_eq!(taken.event_id, held);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
 async fn a_new_event_goes_to_a_worker_whose_take_waits_on_mariadb() {
@@ -169,8 +175,7 @@ async fn a_new_event_goes_to_a_worker_whose_take_waits_on_mariadb() {
         Completion::Recorded
     );
 
-    let taken = held_turn.await.expect("take").expect("the held event");
-    assert_eq!(taken.event_id, held);
+    the_held_turn_takes(held_turn, &held).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -195,14 +200,7 @@ async fn a_duplicate_leaves_the_waiting_take_to_its_turn_on_mariadb() {
         !waiting.is_finished(),
         "a duplicate answered the waiting take"
     );
-    assert_eq!(
-        held_turn
-            .await
-            .expect("take")
-            .expect("the held event")
-            .event_id,
-        held
-    );
+    the_held_turn_takes(held_turn, &held).await;
     // The waiting take's own turn finds nothing else.
     assert!(waiting.await.expect("take").is_none());
 }
@@ -229,14 +227,7 @@ async fn an_event_handed_to_a_worker_that_stopped_waiting_is_given_back_on_maria
         ("received".to_owned(), 0, None),
         "the event handed to a worker that had gone is due again, its attempt not counted"
     );
-    assert_eq!(
-        held_turn
-            .await
-            .expect("take")
-            .expect("the held event")
-            .event_id,
-        held
-    );
+    the_held_turn_takes(held_turn, &held).await;
     let (_, next) = take(store);
     let taken = next.await.expect("take").expect("the given-back event");
     assert_eq!((taken.event_id.as_str(), taken.attempt), (slow.as_str(), 1));
