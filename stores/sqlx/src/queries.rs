@@ -398,18 +398,15 @@ mod tests {
             .inbox
             .expect("inbox mode");
         let taken = inbox.receive_taken.expect("a receipt of a taken event").0;
-        let (expired, key) = ("IF(expires_at <= UTC_TIMESTAMP(6),", "ordering_key = ");
+        let key_taken = "ordering_key = IF(expires_at <= UTC_TIMESTAMP(6), NULL, ordering_key)";
+        let key_received =
+            "ordering_key = IF(expires_at <= UTC_TIMESTAMP(6), VALUES(ordering_key), ordering_key)";
         let as_received = [
             ("'in_flight', state)", "'received', state)"),
             ("VALUES(claim_token), claim_token)", "NULL, claim_token)"),
             (" 1, attempts)", " 0, attempts)"),
-            (
-                &format!("{key}{expired} NULL, ordering_key)"),
-                &format!("{key}{expired} VALUES(ordering_key), ordering_key)"),
-            ),
+            (key_taken, key_received),
         ];
-        let as_received: Vec<(&str, &str)> =
-            as_received.iter().map(|(from, to)| (*from, *to)).collect();
         assert_eq!(
             conflict_clause(taken, &as_received),
             conflict_clause(inbox.receive.0, &[])

@@ -203,8 +203,8 @@ impl Sealed for Postgres {
                 include_str!("../../queries/postgres/inbox_receive.sql"),
                 &[0, 1, 2, 3, 4, 5],
             ),
-            // A turn of takes (`take_many`), with binds of its own.
             receive_taken: None,
+            // A turn of takes (`take_many`), with binds of its own.
             take: (
                 include_str!("../../queries/postgres/inbox_take_many.sql"),
                 &[0, 1, 2],
