@@ -264,6 +264,8 @@ pub(crate) struct Write {
     lane: Option<u64>,
     /// The statement that writes it with others of its kind in a group, one row each.
     many: Option<Arc<Many>>,
+    /// Its row's values in that statement, where they are not its own statement's binds.
+    row: Option<Vec<Value>>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -342,6 +344,7 @@ impl Write {
             alone: false,
             lane: None,
             many: None,
+            row: None,
         }
     }
 
@@ -391,6 +394,16 @@ impl Write {
     pub(crate) fn in_many(self, many: Option<&Arc<Many>>) -> Self {
         Self {
             many: many.cloned(),
+            ..self
+        }
+    }
+
+    /// Binds `binds` (its event id first) for its row in its statement of many rows, where
+    /// that statement binds more than its own statement (a receipt, and the waiting take it
+    /// may be written taken by).
+    pub(crate) fn with_row(self, binds: &[Bind<'_>]) -> Self {
+        Self {
+            row: Some(binds.iter().copied().map(Value::of).collect()),
             ..self
         }
     }
@@ -1007,7 +1020,11 @@ fn rows_of<'a>(group: &'a [Queued], indexes: &[usize]) -> Vec<many::Row<'a>> {
         .iter()
         .map(|&index| many::Row {
             id: group[index].write.row_id().unwrap_or_default(),
-            binds: &group[index].write.binds,
+            binds: group[index]
+                .write
+                .row
+                .as_deref()
+                .unwrap_or(&group[index].write.binds),
         })
         .collect()
 }

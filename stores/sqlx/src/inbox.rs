@@ -22,6 +22,7 @@ use crate::{
     dialect::{Bind, Dialect, Driver, KeyOf, RecordRow, StatsRow, SummaryRow, micros},
     group_commit::{Many, Write, WriteError},
     queries::{InboxQueries, Query},
+    turns::LentTake,
 };
 
 /// The most history a row keeps, in bytes (as the statements cut it).
@@ -156,16 +157,6 @@ fn filter_binds(filter: &Filter) -> [Bind<'_>; 6] {
     ]
 }
 
-/// What [`SqlStore::hand_off`] came to.
-enum HandOff {
-    /// No take of a worker of this process may be lent: the receipt is written as usual.
-    NoWorkerWaits,
-    /// Stored, and taken by a worker.
-    Taken,
-    /// Not stored: the receipt's answer (`duplicate`, `claimed`, or none).
-    Answered(Option<String>),
-}
-
 impl<D: Dialect> SqlStore<D> {
     /// Inbox mode's statements, or an error where the database has none yet.
     fn inbox(&self) -> Result<&InboxQueries, StoreError> {
@@ -224,44 +215,33 @@ impl<D: Dialect> SqlStore<D> {
         Ok(owner.into_text().is_some())
     }
 
-    /// Stores a verified event without an ordering key already taken by a worker of this
-    /// process whose take waits for its turn, where the dialect writes the two at once
-    /// (MariaDB's `inbox_receive_taken.sql`): no take has to find the event, nor rewrite its
-    /// row. The turns of takes lend a waiting take only while they keep up ([`crate::turns`]),
-    /// so the events waiting in the table are not passed over for long. Only a receipt
-    /// written alone is handed off: a group's receipts share one statement and one commit,
-    /// which cost less than the take they would save.
-    async fn hand_off(
+    /// A worker's take that waits for its turn, for the receipt of `event` to write the event
+    /// already taken by that worker, where the dialect writes the two at once (MariaDB's
+    /// `inbox_receive_taken.sql`, and the rows of `inbox_receive_many.sql`), and the event has
+    /// no ordering key: no take then has to find the event, nor rewrite its row. The turns of
+    /// takes lend a waiting take only while they keep up ([`crate::turns`]), so the events
+    /// waiting in the table are not passed over for long. Dropped unanswered (a duplicate, a
+    /// failure), the take waits for its turn again, first.
+    async fn waiting_take(
         &self,
         event: &ReceivedEvent<'_>,
+    ) -> Result<Option<LentTake>, StoreError> {
+        Ok(match (&self.inbox()?.receive_taken, event.ordering_key) {
+            (Some(_), None) => self.inbox_turns().takes.lend().await,
+            _ => None,
+        })
+    }
+
+    /// Hands `event`, stored already taken by `take` and received at `received` (Unix ms), to
+    /// the worker whose take it is.
+    async fn hand_over(
+        &self,
+        take: LentTake,
+        event: &ReceivedEvent<'_>,
         headers: &str,
-    ) -> Result<HandOff, StoreError> {
-        let query = match (&self.inbox()?.receive_taken, event.ordering_key) {
-            (Some(query), None) => query,
-            _ => return Ok(HandOff::NoWorkerWaits),
-        };
-        let Some(take) = self.inbox_turns().takes.lend().await else {
-            return Ok(HandOff::NoWorkerWaits);
-        };
-        let (token, lease) = (take.call().token.clone(), take.call().lease);
-        let binds = [
-            Bind::Text(event.event_id),
-            Bind::Text(event.event_type),
-            Bind::Bytes(event.body),
-            Bind::Text(headers),
-            Bind::Text(event.path),
-            Bind::OptText(None),
-            Bind::Text(&token),
-            Bind::Int(lease),
-        ];
-        // Dropped unanswered (a duplicate, a failure), the take waits for its turn again.
-        let status = self.inbox_text(query, &binds).await?;
-        let received = match status.as_deref().and_then(|s| s.strip_prefix("stored ")) {
-            Some(received) => received
-                .parse()
-                .map_err(|_| corrupt("a receipt time that is not a number"))?,
-            None => return Ok(HandOff::Answered(status)),
-        };
+        received: i64,
+    ) {
+        let token = take.call().token.clone();
         let taken = (
             event.event_id.to_owned(),
             event.event_type.to_owned(),
@@ -278,22 +258,26 @@ impl<D: Dialect> SqlStore<D> {
             event_id = event.event_id,
             "a new event handed to a worker whose take waited"
         );
-        if take.answer(taken).is_err() {
-            // The worker stopped waiting (its take timed out): the event is given back, due
-            // at once, its attempt not counted. Should that fail, the event is taken again
-            // once its lease runs out, as after a worker's crash.
-            let binds = [Bind::Text(event.event_id), Bind::Text(&token)];
-            match self.inbox_owned(&self.inbox()?.abandon, &binds, None).await {
-                Ok(_) => self.inbox_wake().notify_one(),
-                Err(error) => tracing::warn!(
-                    event_id = event.event_id,
-                    %error,
-                    "an event handed to a worker that had stopped waiting was not given back; \
-                     it is taken again once its lease runs out"
-                ),
-            }
+        if take.answer(taken).is_ok() {
+            return;
         }
-        Ok(HandOff::Taken)
+        // The worker stopped waiting (its take timed out): the event is given back, due at
+        // once, its attempt not counted. Should that fail, the event is taken again once its
+        // lease runs out, as after a worker's crash.
+        let binds = [Bind::Text(event.event_id), Bind::Text(&token)];
+        let given_back = match self.inbox() {
+            Ok(inbox) => self.inbox_owned(&inbox.abandon, &binds, None).await,
+            Err(error) => Err(error),
+        };
+        match given_back {
+            Ok(_) => self.inbox_wake().notify_one(),
+            Err(error) => tracing::warn!(
+                event_id = event.event_id,
+                %error,
+                "an event handed to a worker that had stopped waiting was not given back; \
+                 it is taken again once its lease runs out"
+            ),
+        }
     }
 
     /// The state of an event the inbox holds, after a replay or a discard that changed nothing.
@@ -307,6 +291,11 @@ impl<D: Dialect> SqlStore<D> {
 impl<D: Dialect> Inbox for SqlStore<D> {
     async fn receive(&self, event: &ReceivedEvent<'_>) -> Result<Receipt, StoreError> {
         let headers = headers_json(event.headers);
+        let take = self.waiting_take(event).await?;
+        let (token, lease) = match &take {
+            Some(take) => (Some(take.call().token.as_str()), Some(take.call().lease)),
+            None => (None, None),
+        };
         let binds = [
             Bind::Text(event.event_id),
             Bind::Text(event.event_type),
@@ -314,52 +303,64 @@ impl<D: Dialect> Inbox for SqlStore<D> {
             Bind::Text(&headers),
             Bind::Text(event.path),
             Bind::OptText(event.ordering_key),
+            Bind::OptText(token),
+            Bind::OptInt(lease),
         ];
         let key = KeyOf::Receipt(event.ordering_key);
-        let receive = &self.inbox()?.receive;
+        let receive = self.inbox()?.receipt(take.is_some());
         let grouped = D::GROUP_INBOX
             || (D::GROUP_RECEIPTS_WITHOUT_KEY
                 && self.group_commit().is_on()
                 && event.ordering_key.is_none());
-        // A receipt written alone goes straight to a worker whose take waits, where it can.
-        let hand_off = match grouped {
-            false => self.hand_off(event, &headers).await?,
-            true => HandOff::NoWorkerWaits,
-        };
-        let status = match hand_off {
-            HandOff::Taken => return Ok(Receipt::Stored),
-            HandOff::Answered(status) => status,
-            HandOff::NoWorkerWaits if grouped => {
-                // The receipt's statement locks its key itself, or needs no lock.
-                let lane = event.ordering_key.unwrap_or(event.event_id);
-                let many = self.grouped_queries().many.as_ref();
-                let mut receipt = Write::text(&receive.sql, &receive.binds(&binds))
-                    .in_lane_of(lane)
-                    .in_many(many.and_then(|many| many.receive.as_ref()));
-                // Alone, it waits for a held row as long as a group would, then its caller
-                // runs it again with the store's own bound.
-                if let Some(grouped) = self.grouped_queries().inbox.as_ref() {
-                    receipt = receipt.grouped_as(&grouped.receive.sql);
-                }
-                match self.write(receipt).await {
-                    Ok(answer) => answer.into_text(),
-                    // Aborted on a deadlock (it changed nothing): the dialect's own receipt
-                    // tries again.
-                    Err(WriteError::Database(sqlx::Error::Database(error)))
-                        if !D::GROUP_INBOX && D::is_conflict(&*error) =>
-                    {
-                        D::inbox_in_key_order(self, receive, &binds, key)
-                            .await
-                            .map_err(|error| self.store_error(error))?
-                    }
-                    Err(error) => return Err(self.write_error(error)),
-                }
+        let status = if grouped {
+            // The receipt's statement locks its key itself, or needs no lock.
+            let lane = event.ordering_key.unwrap_or(event.event_id);
+            let many = self.grouped_queries().many.as_ref();
+            let mut receipt = Write::text(&receive.sql, &receive.binds(&binds))
+                .in_lane_of(lane)
+                .in_many(many.and_then(|many| many.receive.as_ref()));
+            // Where a receipt may be written taken, every row of a group's receipts binds the
+            // take's token and lease (NULL and NULL for none).
+            if self.inbox()?.receive_taken.is_some() {
+                receipt = receipt.with_row(&binds);
             }
-            HandOff::NoWorkerWaits => D::inbox_in_key_order(self, receive, &binds, key)
+            // Alone, it waits for a held row as long as a group would, then its caller runs
+            // it again with the store's own bound.
+            if let Some(grouped) = self.grouped_queries().inbox.as_ref() {
+                receipt = receipt.grouped_as(&grouped.receipt(take.is_some()).sql);
+            }
+            match self.write(receipt).await {
+                Ok(answer) => answer.into_text(),
+                // Aborted on a deadlock (it changed nothing): the dialect's own receipt tries
+                // again.
+                Err(WriteError::Database(sqlx::Error::Database(error)))
+                    if !D::GROUP_INBOX && D::is_conflict(&*error) =>
+                {
+                    D::inbox_in_key_order(self, receive, &binds, key)
+                        .await
+                        .map_err(|error| self.store_error(error))?
+                }
+                Err(error) => return Err(self.write_error(error)),
+            }
+        } else {
+            D::inbox_in_key_order(self, receive, &binds, key)
                 .await
-                .map_err(|error| self.store_error(error))?,
+                .map_err(|error| self.store_error(error))?
         };
-        Ok(match status.as_deref() {
+        // 'stored', or 'stored <ms>' with the time it was received.
+        let stored = status
+            .as_deref()
+            .and_then(|status| status.strip_prefix("stored"))
+            .filter(|received| received.is_empty() || received.starts_with(' '));
+        if let (Some(take), Some(received)) = (take, stored) {
+            let received = received
+                .trim_start()
+                .parse()
+                .map_err(|_| corrupt("a receipt time that is not a number"))?;
+            self.hand_over(take, event, &headers, received).await;
+            return Ok(Receipt::Stored);
+        }
+        Ok(match stored.map_or(status.as_deref(), |_| Some("stored")) {
             Some("stored") => {
                 // One waiting worker for each stored event, not every one: a group of n
                 // receipts wakes n workers, and the others' takes do not run to find nothing.

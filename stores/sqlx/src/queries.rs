@@ -88,6 +88,17 @@ pub(crate) struct InboxQueries {
     pub(crate) discard: Query,
 }
 
+impl InboxQueries {
+    /// The receipt's statement: of an event written taken by a waiting take, where `taken`
+    /// and the dialect has one.
+    pub(crate) fn receipt(&self, taken: bool) -> &Query {
+        match (&self.receive_taken, taken) {
+            (Some(receive_taken), true) => receive_taken,
+            _ => &self.receive,
+        }
+    }
+}
+
 impl Queries {
     /// The statements of a store with `lock_timeout`, as each runs on its own.
     pub(crate) fn new<D: Sealed>(
@@ -365,23 +376,40 @@ mod tests {
     }
 
     /// Each statement of many rows resolves a conflict as its one-row statement does (the
-    /// files repeat the clause, so that each reads as SQL on its own).
+    /// files repeat the clause, so that each reads as SQL on its own). Where a group's
+    /// receipts may be written taken, their statement assigns the values it wrote for the row
+    /// where the receipt assigns a received event's.
     #[cfg(any(feature = "mariadb", feature = "postgres", feature = "sqlite"))]
     fn many_rows_resolve_conflicts_as_one_row<D: crate::dialect::Sealed>(token: &str) {
         let many = D::MANY.expect("statements of many rows");
         let inbox = D::SQL.inbox.expect("inbox mode");
         let owner = format!("e.claim_token = {token}");
         let by_owner = [(owner.as_str(), "e.claim_token = EXCLUDED.claim_token")];
-        for (one, many, replace) in [
-            (D::SQL.claim, many.claim, &[][..]),
-            (D::SQL.complete, many.complete, &by_owner[..]),
+        let as_received = match inbox.receive_taken {
+            Some(_) => &RECEIVED_AS_WRITTEN[..],
+            None => &[][..],
+        };
+        for (one, replace, many, as_one) in [
+            (D::SQL.claim, &[][..], many.claim, &[][..]),
+            (D::SQL.complete, &by_owner[..], many.complete, &[][..]),
         ]
         .into_iter()
-        .chain(many.receive.map(|many| (inbox.receive.0, many, &[][..])))
-        {
-            assert_eq!(conflict_clause(one, replace), conflict_clause(many, &[]));
+        .chain(
+            many.receive
+                .map(|many| (inbox.receive.0, &[][..], many, as_received)),
+        ) {
+            assert_eq!(conflict_clause(one, replace), conflict_clause(many, as_one));
         }
     }
+
+    /// The three assignments of a row taken over as written (received, or taken by a waiting
+    /// worker), with the values a receipt of a received event writes.
+    #[cfg(any(feature = "mariadb", feature = "postgres", feature = "sqlite"))]
+    const RECEIVED_AS_WRITTEN: [(&str, &str); 3] = [
+        ("VALUES(state), state)", "'received', state)"),
+        ("VALUES(claim_token), claim_token)", "NULL, claim_token)"),
+        ("VALUES(attempts), attempts)", "0, attempts)"),
+    ];
 
     #[cfg(feature = "mariadb")]
     #[test]

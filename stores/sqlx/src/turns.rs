@@ -478,6 +478,9 @@ pub(crate) struct InboxTurns {
     pub(crate) completions: Turns<Completion, ()>,
 }
 
+/// A worker's take lent out to the receipt of a new event ([`Turns::lend`]).
+pub(crate) type LentTake = Lent<Take, TakenRow>;
+
 /// A worker's take: its token, its lease in µs and whether new events go first.
 #[derive(Debug, Clone)]
 pub(crate) struct Take {

@@ -15,10 +15,7 @@ mod common;
 use std::{
     collections::HashMap,
     convert::Infallible,
-    sync::{
-        Arc, Mutex, Once,
-        atomic::{AtomicUsize, Ordering},
-    },
+    sync::{Arc, Mutex, Once},
     time::Duration,
 };
 
@@ -78,12 +75,16 @@ async fn row(store: &MariaDbStore, id: &str) -> (String, i64, Option<String>) {
         .expect("the event's row")
 }
 
-/// An ungrouped store on a fresh table (a group's receipts are never handed off), whose
-/// trigger holds up for [`HELD`] the write of `held` in flight (a take's) and the insert of
-/// `slow` (a receipt's).
-async fn store_holding(label: &str, held: &str, slow: &str) -> common::TestStore<MariaDbStore> {
+/// A store on a fresh table, writing with `group_commit`, whose trigger holds up for [`HELD`]
+/// the write of `held` in flight (a take's) and the insert of `slow` (a receipt's).
+async fn store_holding(
+    label: &str,
+    held: &str,
+    slow: &str,
+    group_commit: GroupCommit,
+) -> common::TestStore<MariaDbStore> {
     let mut store = common::mariadb_store(label, 8).await;
-    store.store = store.store.clone().with_group_commit(GroupCommit::OFF);
+    store.store = store.store.clone().with_group_commit(group_commit);
     let table = store.store.table().as_str().to_owned();
     for trigger in [
         format!(
@@ -115,6 +116,19 @@ async fn a_take_waiting_behind_a_held_turn(
     (ClaimToken, JoinHandle<Option<TakenEvent>>),
     JoinHandle<Option<TakenEvent>>,
 ) {
+    let (mut waiting, held_turn) = takes_waiting_behind_a_held_turn(store, held, 1).await;
+    (waiting.remove(0), held_turn)
+}
+
+/// [`a_take_waiting_behind_a_held_turn`], with `count` takes waiting.
+async fn takes_waiting_behind_a_held_turn(
+    store: &MariaDbStore,
+    held: &str,
+    count: usize,
+) -> (
+    Vec<(ClaimToken, JoinHandle<Option<TakenEvent>>)>,
+    JoinHandle<Option<TakenEvent>>,
+) {
     // A first turn that finds nothing: the turns keep up.
     let (_, nothing) = take(store);
     assert!(nothing.await.expect("take").is_none(), "the table is empty");
@@ -125,7 +139,7 @@ async fn a_take_waiting_behind_a_held_turn(
         !held_turn.is_finished(),
         "the trigger did not hold the turn"
     );
-    let waiting = take(store);
+    let waiting = (0..count).map(|_| take(store)).collect();
     tokio::time::sleep(SETTLE).await;
     (waiting, held_turn)
 }
@@ -140,7 +154,7 @@ async fn the_held_turn_takes(held_turn: JoinHandle<Option<TakenEvent>>, held: &s
 #[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
 async fn a_new_event_goes_to_a_worker_whose_take_waits_on_mariadb() {
     let (held, fresh) = (unique_event_id("held"), unique_event_id("fresh"));
-    let store = store_holding("hand_off", &held, "none").await;
+    let store = store_holding("hand_off", &held, "none", GroupCommit::OFF).await;
     let store = &store.store;
     let ((token, waiting), held_turn) = a_take_waiting_behind_a_held_turn(store, &held).await;
 
@@ -180,9 +194,66 @@ async fn a_new_event_goes_to_a_worker_whose_take_waits_on_mariadb() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn new_events_of_a_group_go_to_the_workers_whose_takes_wait_on_mariadb() {
+    const WAITING: usize = 4;
+    let held = unique_event_id("held");
+    let store = store_holding("hand_off_group", &held, "none", GroupCommit::MARIADB).await;
+    let store = &store.store;
+    let (waiting, held_turn) = takes_waiting_behind_a_held_turn(store, &held, WAITING).await;
+
+    // Received at once, so that they are written together.
+    let fresh: Vec<String> = (0..WAITING).map(|_| unique_event_id("fresh")).collect();
+    let received = Instant::now();
+    let mut receipts = tokio::task::JoinSet::new();
+    for id in &fresh {
+        let (store, id) = (store.clone(), id.clone());
+        receipts.spawn(async move { receive(&store, &id).await });
+    }
+    while let Some(receipt) = receipts.join_next().await {
+        assert_eq!(receipt.expect("a receipt"), Receipt::Stored);
+    }
+    let mut taken_ids = Vec::new();
+    for (token, take) in waiting {
+        let taken = tokio::time::timeout(HELD, take)
+            .await
+            .expect("a waiting take was answered only after the held turn")
+            .expect("take")
+            .expect("each waiting take got an event");
+        assert_eq!(taken.attempt, 1);
+        assert_eq!(
+            row(store, &taken.event_id).await,
+            ("in_flight".to_owned(), 1, Some(token.as_str().to_owned())),
+            "the event is in flight under the token of the worker it went to"
+        );
+        let claimant = Claimant::new(&taken.event_id, TYPE, &token);
+        assert_eq!(
+            store.complete(&claimant, LONG).await.expect("complete"),
+            Completion::Recorded
+        );
+        taken_ids.push(taken.event_id);
+    }
+    assert!(
+        received.elapsed() < HELD / 3,
+        "the events reached the waiting takes {:?} after their receipts",
+        received.elapsed()
+    );
+    assert!(
+        !held_turn.is_finished(),
+        "the waiting takes were answered after the held turn"
+    );
+    taken_ids.sort();
+    let mut fresh = fresh;
+    fresh.sort();
+    assert_eq!(taken_ids, fresh, "each new event went to one waiting take");
+
+    the_held_turn_takes(held_turn, &held).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
 async fn a_duplicate_leaves_the_waiting_take_to_its_turn_on_mariadb() {
     let (done, held) = (unique_event_id("done"), unique_event_id("held"));
-    let store = store_holding("hand_off_dup", &held, "none").await;
+    let store = store_holding("hand_off_dup", &held, "none", GroupCommit::OFF).await;
     let store = &store.store;
     assert_eq!(receive(store, &done).await, Receipt::Stored);
     let (token, first) = take(store);
@@ -209,7 +280,7 @@ async fn a_duplicate_leaves_the_waiting_take_to_its_turn_on_mariadb() {
 #[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
 async fn an_event_handed_to_a_worker_that_stopped_waiting_is_given_back_on_mariadb() {
     let (held, slow) = (unique_event_id("held"), unique_event_id("slow"));
-    let store = store_holding("hand_off_gone", &held, &slow).await;
+    let store = store_holding("hand_off_gone", &held, &slow, GroupCommit::OFF).await;
     let store = &store.store;
     let ((_, waiting), held_turn) = a_take_waiting_behind_a_held_turn(store, &held).await;
 
@@ -233,26 +304,33 @@ async fn an_event_handed_to_a_worker_that_stopped_waiting_is_given_back_on_maria
     assert_eq!((taken.event_id.as_str(), taken.attempt), (slow.as_str(), 1));
 }
 
-/// The events handed to a waiting worker in this process, as the store traces them.
-static HANDED_OFF: AtomicUsize = AtomicUsize::new(0);
+/// The ids of the events handed to a waiting worker in this process, as the store traces
+/// them.
+static HANDED_OFF: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
-/// Counts the store's traces of a hand-off ([`HANDED_OFF`]), and lets no other event through.
-struct CountHandOffs;
+/// Records the store's traces of a hand-off ([`HANDED_OFF`]), and lets no other event through.
+struct RecordHandOffs;
 
-impl CountHandOffs {
+impl RecordHandOffs {
     const TARGET: &str = "sangho_webhook_sqlx::hand_off";
 
-    /// Counts from now on, for the whole test binary.
+    /// Records from now on, for the whole test binary.
     fn install() {
         static INSTALLED: Once = Once::new();
         INSTALLED.call_once(|| {
-            let subscriber = tracing_subscriber::registry().with(CountHandOffs);
+            let subscriber = tracing_subscriber::registry().with(RecordHandOffs);
             tracing::subscriber::set_global_default(subscriber).expect("the only subscriber");
         });
     }
+
+    /// How many of `ids` were handed off.
+    fn of(ids: &[String]) -> usize {
+        let handed_off = HANDED_OFF.lock().unwrap();
+        ids.iter().filter(|id| handed_off.contains(id)).count()
+    }
 }
 
-impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for CountHandOffs {
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for RecordHandOffs {
     fn enabled(
         &self,
         metadata: &tracing::Metadata<'_>,
@@ -262,8 +340,20 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for CountHandOffs {
     }
 
     fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        /// The event's `event_id` field.
+        struct EventId(Option<String>);
+        impl tracing::field::Visit for EventId {
+            fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+                if field.name() == "event_id" {
+                    self.0 = Some(value.to_owned());
+                }
+            }
+            fn record_debug(&mut self, _: &tracing::field::Field, _: &dyn std::fmt::Debug) {}
+        }
         if event.metadata().target() == Self::TARGET {
-            HANDED_OFF.fetch_add(1, Ordering::SeqCst);
+            let mut event_id = EventId(None);
+            event.record(&mut event_id);
+            HANDED_OFF.lock().unwrap().extend(event_id.0);
         }
     }
 }
@@ -271,11 +361,23 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for CountHandOffs {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
 async fn receipts_beside_running_workers_are_each_handled_once_on_mariadb() {
+    each_handled_once_beside_running_workers("hand_off_many", GroupCommit::OFF).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn grouped_receipts_beside_running_workers_are_each_handled_once_on_mariadb() {
+    each_handled_once_beside_running_workers("hand_off_grouped", GroupCommit::MARIADB).await;
+}
+
+/// 800 receipts from 32 senders, written with `group_commit`, beside 16 running workers: each
+/// event handled once and completed, some of them handed to a waiting worker.
+async fn each_handled_once_beside_running_workers(label: &str, group_commit: GroupCommit) {
     const SENDERS: usize = 32;
     const EACH: usize = 25;
-    CountHandOffs::install();
-    let store = common::mariadb_store("hand_off_many", 16).await;
-    let inbox = store.store.clone().with_group_commit(GroupCommit::OFF);
+    RecordHandOffs::install();
+    let store = common::mariadb_store(label, 16).await;
+    let inbox = store.store.clone().with_group_commit(group_commit);
     let handled: Arc<Mutex<HashMap<String, usize>>> = Arc::default();
     let handler = {
         let handled = handled.clone();
@@ -297,7 +399,6 @@ async fn receipts_beside_running_workers_are_each_handled_once_on_mariadb() {
         .build()
         .expect("a worker")
         .start();
-    let before = HANDED_OFF.load(Ordering::SeqCst);
 
     let ids: Vec<String> = (0..SENDERS * EACH)
         .map(|_| unique_event_id("many"))
@@ -319,13 +420,14 @@ async fn receipts_beside_running_workers_are_each_handled_once_on_mariadb() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     worker.shutdown(Duration::from_secs(5)).await;
-    let handed_off = HANDED_OFF.load(Ordering::SeqCst) - before;
+    let handed_off = RecordHandOffs::of(&ids);
 
     let handled = handled.lock().unwrap().clone();
     let lost: Vec<&String> = ids.iter().filter(|id| !handled.contains_key(*id)).collect();
     let doubled: Vec<(&String, &usize)> = handled.iter().filter(|(_, n)| **n > 1).collect();
     eprintln!(
-        "{} events received beside 16 running workers: {handed_off} handed to a waiting worker",
+        "{} events received beside 16 running workers ({group_commit:?}): {handed_off} handed \
+         to a waiting worker",
         ids.len()
     );
     assert!(

@@ -357,7 +357,9 @@ mod sealed {
         /// `complete_many.sql`, binding the completion's binds in their order.
         pub(crate) complete: &'static str,
         /// `inbox_receive_many.sql`, binding the receipt's binds in their order, where the
-        /// group commit writes receipts.
+        /// group commit writes receipts; where the dialect has
+        /// [`InboxTemplates::receive_taken`], each row then binds the token and lease of the
+        /// waiting take that the event is written taken by (NULL and NULL for none).
         pub(crate) receive: Option<&'static str>,
         /// `inbox_receive_numbers.sql`, where `receive` cannot tell its own rows from others:
         /// it draws each receipt's sequence number first, bound after the receipt's binds,

@@ -301,13 +301,21 @@ async fn drawn<D: Dialect>(
     Ok(numbers)
 }
 
-/// A receipt's status from an answer that names an inbox row by its sequence number:
-/// `stored` where it is the receipt's own `number`, `duplicate` where it is another's.
+/// A receipt's status from an answer that names an inbox row by its sequence number, and
+/// what follows it (the time it was received): `stored` with what follows where it is the
+/// receipt's own `number`, `duplicate` where it is another's.
 fn stored_by(answer: String, number: i64) -> String {
-    match answer.strip_prefix("sequence ") {
-        Some(held) if held.parse() == Ok(number) => "stored".to_owned(),
-        Some(_) => "duplicate".to_owned(),
-        None => answer,
+    let Some(held) = answer.strip_prefix("sequence ") else {
+        return answer;
+    };
+    let (held, received) = match held.split_once(' ') {
+        Some((held, received)) => (held, Some(received)),
+        None => (held, None),
+    };
+    match (held.parse() == Ok(number), received) {
+        (true, Some(received)) => format!("stored {received}"),
+        (true, None) => "stored".to_owned(),
+        (false, _) => "duplicate".to_owned(),
     }
 }
 
