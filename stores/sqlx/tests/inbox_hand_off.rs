@@ -1,7 +1,8 @@
 //! Inbox mode on MariaDB: a new event without an ordering key, received while a worker's take
 //! waits for its turn, is written already taken under that worker's token and lease, and goes
-//! to that worker at once, without a take that finds it. A worker that stopped waiting
-//! meanwhile gets nothing, and the event is given back, due at once.
+//! to that worker at once, without a take that finds it: written on its own, or in a group's
+//! statement beside other receipts. A worker that stopped waiting meanwhile gets nothing, and
+//! the event is given back, due at once.
 //!
 //! A turn of takes is held up on purpose: a trigger of the test's own sleeps while the turn
 //! writes one chosen event in flight, so that the takes that come meanwhile wait for the next
