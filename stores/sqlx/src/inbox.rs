@@ -317,6 +317,7 @@ impl<D: Dialect> Inbox for SqlStore<D> {
             let lane = event.ordering_key.unwrap_or(event.event_id);
             let many = self.grouped_queries().many.as_ref();
             let mut receipt = Write::text(&receive.sql, &receive.binds(&binds))
+                .of_inbox_receipt()
                 .in_lane_of(lane)
                 .in_many(many.and_then(|many| many.receive.as_ref()));
             // Where a receipt may be written taken, every row of a group's receipts binds the

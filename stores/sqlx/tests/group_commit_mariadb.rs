@@ -1,4 +1,5 @@
-//! MariaDB's group commit (opt-in, `GroupCommit::MARIADB`; ignored by default: run with
+//! MariaDB's group commit (of inbox receipts by default; of every write opt-in,
+//! `GroupCommit::MARIADB`; ignored by default: run with
 //! `--include-ignored`, URL from `SANGHO_TEST_MYSQL_URL`): the claims and completions waiting
 //! together are written in one transaction (`claim_many.sql`, `complete_many.sql`), each
 //! caller gets the answer its own statement gives, and a row held by a handler's transaction
@@ -42,6 +43,63 @@ async fn complete(store: &MariaDbStore, id: &str, token: &ClaimToken) -> Complet
         .expect("no completion fails")
 }
 
+/// The COMMIT statements the pool's one connection has run (a group's transaction ends in
+/// one; a write in its own commit runs with autocommit, and ends in none).
+async fn commits(store: &MariaDbStore) -> i64 {
+    let status: (String, String) = sqlx::query_as("SHOW SESSION STATUS LIKE 'Com_commit'")
+        .fetch_one(store.pool())
+        .await
+        .expect("the session's status");
+    status.1.parse().expect("a count")
+}
+
+/// `MariaDbStore` groups inbox receipts by default, and writes each of today's mode's claims
+/// and completions in its own commit. Written at once over a pool of one connection, the
+/// claims and completions end no transaction; the receipts are committed in groups.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
+async fn by_default_inbox_receipts_are_grouped_and_claims_are_not_on_mariadb() {
+    let test_store = mariadb_store("group_default", 1).await;
+    let by_default = MariaDbStore::new(test_store.store.pool().clone()).group_commit();
+    let store = test_store.store.clone().with_group_commit(by_default);
+    let before = commits(&store).await;
+    let mut deliveries = JoinSet::new();
+    for _ in 0..32 {
+        let store = store.clone();
+        deliveries.spawn(async move {
+            let (id, token) = (unique_event_id("claimed"), ClaimToken::generate());
+            assert_eq!(claim(&store, &id, &token).await, Claim::Acquired);
+            assert_eq!(complete(&store, &id, &token).await, Completion::Recorded);
+        });
+    }
+    while let Some(delivered) = deliveries.join_next().await {
+        delivered.expect("a delivery");
+    }
+    let after_claims = commits(&store).await;
+    assert_eq!(
+        after_claims, before,
+        "today's mode's claims and completions were committed in groups"
+    );
+
+    let mut receipts = JoinSet::new();
+    for _ in 0..32 {
+        let store = store.clone();
+        receipts.spawn(async move {
+            let id = unique_event_id("received");
+            let body = bytes::Bytes::from(format!(r#"{{"id":"{id}","type":"{TYPE}"}}"#));
+            let event = ReceivedEvent::new(&id, TYPE, &body, &[], "/webhooks");
+            store.receive(&event).await.expect("no receipt fails")
+        });
+    }
+    while let Some(received) = receipts.join_next().await {
+        assert_eq!(received.expect("a receipt"), Receipt::Stored);
+    }
+    assert!(
+        commits(&store).await > after_claims,
+        "no inbox receipts were committed in a group"
+    );
+}
+
 /// Claims and completions of many events, sent at once to one writer: each answers as its
 /// statement alone would (a fresh event acquired, a completed one completed, another
 /// delivery's claim in flight; a completion by its owner recorded, by another token taken
@@ -53,8 +111,8 @@ async fn claims_and_completions_of_many_events_in_groups_each_answer_as_alone_on
     let by_default = MariaDbStore::new(test_store.store.pool().clone());
     assert_eq!(
         by_default.group_commit(),
-        GroupCommit::OFF,
-        "not grouped by default"
+        GroupCommit::MARIADB.with_inbox_receipts_only(true),
+        "only inbox receipts grouped by default"
     );
     let store = test_store
         .store

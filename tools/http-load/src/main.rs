@@ -1206,7 +1206,8 @@ impl Kind {
                 let store = MariaDbStore::connect(&url)
                     .await?
                     .with_table_name(format!("bench_http_load_{tag}"))?;
-                // MariaDB's grouping is opt-in: the harness measures it beside the default.
+                // MariaDB's grouping of today's mode is opt-in (its inbox receipts are grouped
+                // by default): the harness measures it beside grouping off.
                 let settings = group.applied(GroupCommit::MARIADB, group.mariadb_writers);
                 let store = store.with_group_commit(settings);
                 store.migrate().await?;

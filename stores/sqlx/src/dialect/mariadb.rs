@@ -17,7 +17,7 @@ use super::{
     sealed::{ManyRows, ManyTemplates, Templates},
 };
 use crate::{
-    Error, SqlStore,
+    Error, GroupCommit, SqlStore,
     group_commit::WriteError,
     queries::{Query, statement, statements, statements_for},
     turns::{Answered, Completion, Take, TurnOn, on_kept_connection},
@@ -102,7 +102,9 @@ impl Dialect for MariaDb {
 
 impl Sealed for MariaDb {
     const MAX_CONNECTIONS: u32 = 16;
-    // Not grouped by default (`GroupCommit::MARIADB` is opt-in): see its docs.
+    // Inbox receipts grouped by default, each of today's mode's writes in its own commit
+    // (`GroupCommit::MARIADB`, grouping every write, is opt-in): see its docs.
+    const GROUP_COMMIT: GroupCommit = GroupCommit::MARIADB.with_inbox_receipts_only(true);
     // InnoDB counts lock waits in whole seconds: a group waits for none (`claim_many.sql`).
     const GROUP_LOCK_TIMEOUT: Option<Duration> = Some(Duration::ZERO);
     const LONE_WRITE_BY_CALLER: bool = true;

@@ -293,9 +293,11 @@ pub async fn mariadb_store_on(table: &str, connections: u32) -> MariaDbStore {
     let store = MariaDbStore::new(pool)
         .with_table_name(table)
         .expect("a valid table name");
-    // The whole MariaDB suite again with its opt-in grouping: SANGHO_TEST_MARIADB_GROUP=1.
+    // The whole MariaDB suite again with its opt-in grouping of every write,
+    // SANGHO_TEST_MARIADB_GROUP=1, or with none, SANGHO_TEST_MARIADB_GROUP=0.
     match std::env::var("SANGHO_TEST_MARIADB_GROUP").as_deref() {
         Ok("1") => store.with_group_commit(sangho_webhook_sqlx::GroupCommit::MARIADB),
+        Ok("0") => store.with_group_commit(sangho_webhook_sqlx::GroupCommit::OFF),
         _ => store,
     }
 }
