@@ -202,7 +202,8 @@ async fn new_events_of_a_group_go_to_the_workers_whose_takes_wait_on_mariadb() {
     let store = &store.store;
     let (waiting, held_turn) = takes_waiting_behind_a_held_turn(store, &held, WAITING).await;
 
-    // Received at once, so that they are written together.
+    // Received at once: in one statement where they meet in a group, each on its own where
+    // its caller finds the writer idle.
     let fresh: Vec<String> = (0..WAITING).map(|_| unique_event_id("fresh")).collect();
     let received = Instant::now();
     let mut receipts = tokio::task::JoinSet::new();
