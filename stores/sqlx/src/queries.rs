@@ -418,7 +418,8 @@ mod tests {
     }
 
     /// MariaDB's receipt that hands its event to a waiting take resolves a conflict as the
-    /// receipt does, but for the four assignments that write the event taken.
+    /// receipt does, but for the four assignments that write the event taken; a group's
+    /// statement of receipts, as either, by the values it wrote for the row.
     #[cfg(feature = "mariadb")]
     #[test]
     fn mariadb_s_receipt_of_a_taken_event_resolves_conflicts_as_the_receipt() {
@@ -438,6 +439,18 @@ mod tests {
         assert_eq!(
             conflict_clause(taken, &as_received),
             conflict_clause(inbox.receive.0, &[])
+        );
+        // A group's row written taken resolves a conflict as the receipt of a taken event.
+        let receipts = <crate::dialect::MariaDb as crate::dialect::Sealed>::MANY
+            .and_then(|many| many.receive)
+            .expect("a group's receipts");
+        let as_taken = [
+            ("VALUES(state), state)", "'in_flight', state)"),
+            ("VALUES(attempts), attempts)", "1, attempts)"),
+        ];
+        assert_eq!(
+            conflict_clause(receipts, &as_taken),
+            conflict_clause(taken, &[(key_taken, key_received)])
         );
     }
 
