@@ -29,7 +29,15 @@
 //! SQLite's one writer groups them in its group commit instead.
 #![cfg_attr(not(any(feature = "mariadb", feature = "postgres")), allow(dead_code))]
 
-use std::{collections::VecDeque, future::Future, pin::Pin, sync::Arc};
+use std::{
+    collections::VecDeque,
+    future::Future,
+    pin::Pin,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+};
 
 use tokio::sync::{mpsc, oneshot};
 
@@ -228,12 +236,17 @@ impl<C, A> Drop for Lent<C, A> {
 /// the first call, again after the runtime that ran it ended).
 pub(crate) struct Turns<C, A> {
     sender: std::sync::Mutex<Option<mpsc::UnboundedSender<Message<C, A>>>>,
+    /// How many waiting calls the queue's task would lend, as it last counted them: a
+    /// request to lend is sent to it only when that is not 0 (a hint, which the task checks
+    /// again).
+    lendable: Arc<AtomicUsize>,
 }
 
 impl<C, A> Default for Turns<C, A> {
     fn default() -> Self {
         Self {
             sender: std::sync::Mutex::new(None),
+            lendable: Arc::default(),
         }
     }
 }
@@ -263,7 +276,7 @@ impl<C: Call + Clone, A: Send + 'static> Turns<C, A> {
                 Some(sender) => sender.clone(),
                 None => {
                     let (queue, waiting) = mpsc::unbounded_channel();
-                    tokio::spawn(serve(waiting, runner()));
+                    tokio::spawn(serve(waiting, runner(), self.lendable.clone()));
                     sender.insert(queue).clone()
                 }
             };
@@ -280,7 +293,11 @@ impl<C: Call + Clone, A: Send + 'static> Turns<C, A> {
 
     /// A call that waits for its turn, lent out to be answered another way, while the turns
     /// keep up (see the module's documentation); `None` when none waits, or none may be lent.
+    /// Where the queue's task last counted none to lend, answers `None` without asking it.
     pub(crate) async fn lend(&self) -> Option<Lent<C, A>> {
+        if self.lendable.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
         let back = self
             .sender
             .lock()
@@ -299,10 +316,11 @@ impl<C: Call + Clone, A: Send + 'static> Turns<C, A> {
 }
 
 /// Serves the queue's calls in turns, [`TURNS_AT_ONCE`] at most at once, until the store is
-/// gone.
+/// gone; keeps `lendable_now` at how many waiting calls it would lend.
 async fn serve<C: Call + Clone, A: Send + 'static>(
     mut queue: mpsc::UnboundedReceiver<Message<C, A>>,
     runner: Runner<C, A>,
+    lendable_now: Arc<AtomicUsize>,
 ) {
     let mut queued: VecDeque<Waiting<C, A>> = VecDeque::new();
     let mut running = tokio::task::JoinSet::new();
@@ -325,8 +343,10 @@ async fn serve<C: Call + Clone, A: Send + 'static>(
             keeping = true;
         }
         if !open && running.is_empty() && queued.is_empty() {
+            lendable_now.store(0, Ordering::Relaxed);
             return;
         }
+        lendable_now.store(lendable.min(queued.len()), Ordering::Relaxed);
         tokio::select! {
             next = queue.recv(), if open => match next {
                 Some(next) => receive(next, &mut queued, &mut lendable),
@@ -678,6 +698,37 @@ mod tests {
         script.send(vec![Some(5)]).expect("the fourth turn");
         assert_eq!(fifth.await.expect("fifth"), Some(5));
         assert_eq!(sixth.await.expect("sixth"), Some(6));
+    }
+
+    #[tokio::test]
+    async fn a_request_to_lend_with_no_call_waiting_asks_nothing_of_the_queue_s_task() {
+        let (turns, script, runner) = scripted();
+        let first = call(&turns, &runner, "first");
+        settle().await;
+        script.send(vec![None]).expect("the first turn");
+        assert_eq!(first.await.expect("first"), None);
+        settle().await;
+        // The turns keep up, and no call waits: the request is answered at once, without
+        // waiting for the queue's task (which this one-thread runtime does not run meanwhile).
+        let mut lend = std::pin::pin!(turns.lend());
+        let polled = lend
+            .as_mut()
+            .poll(&mut std::task::Context::from_waker(std::task::Waker::noop()));
+        assert!(
+            matches!(polled, std::task::Poll::Ready(None)),
+            "the request waited for the queue's task"
+        );
+        // A call that waits is lent, as before.
+        let second = call(&turns, &runner, "second");
+        settle().await;
+        let waits = call(&turns, &runner, "waits");
+        settle().await;
+        let lent = turns.lend().await.expect("a waiting call lent");
+        assert_eq!(lent.call().0, "waits");
+        assert!(lent.answer(2).is_ok());
+        assert_eq!(waits.await.expect("waits"), Some(2));
+        script.send(vec![Some(1)]).expect("the second turn");
+        assert_eq!(second.await.expect("second"), Some(1));
     }
 
     #[tokio::test]
