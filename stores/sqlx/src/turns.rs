@@ -631,6 +631,18 @@ mod tests {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 
+    /// A first call, whose turn finds nothing for it: the turns keep up.
+    async fn a_turn_that_finds_nothing(
+        turns: &Arc<Turns<Ask, u32>>,
+        script: &Script,
+        runner: &MakeRunner,
+    ) {
+        let first = call(turns, runner, "first");
+        settle().await;
+        script.send(vec![None]).expect("the first turn");
+        assert_eq!(first.await.expect("first"), None);
+    }
+
     #[tokio::test]
     async fn a_waiting_call_is_lent_only_while_the_turns_keep_up() {
         let (turns, script, runner) = scripted();
@@ -703,10 +715,7 @@ mod tests {
     #[tokio::test]
     async fn a_request_to_lend_with_no_call_waiting_asks_nothing_of_the_queue_s_task() {
         let (turns, script, runner) = scripted();
-        let first = call(&turns, &runner, "first");
-        settle().await;
-        script.send(vec![None]).expect("the first turn");
-        assert_eq!(first.await.expect("first"), None);
+        a_turn_that_finds_nothing(&turns, &script, &runner).await;
         settle().await;
         // The turns keep up, and no call waits: the request is answered at once, without
         // waiting for the queue's task (which this one-thread runtime does not run meanwhile).
@@ -734,10 +743,7 @@ mod tests {
     #[tokio::test]
     async fn a_call_whose_caller_has_gone_is_never_lent() {
         let (turns, script, runner) = scripted();
-        let first = call(&turns, &runner, "first");
-        settle().await;
-        script.send(vec![None]).expect("the first turn");
-        assert_eq!(first.await.expect("first"), None);
+        a_turn_that_finds_nothing(&turns, &script, &runner).await;
         let second = call(&turns, &runner, "second");
         settle().await;
         let waits = call(&turns, &runner, "waits");

@@ -145,6 +145,21 @@ async fn takes_waiting_behind_a_held_turn(
     (waiting, held_turn)
 }
 
+/// `id`, handed to the worker of `token`, is in flight under that token on its first attempt,
+/// and that worker's completion of it is recorded.
+async fn in_flight_under_and_completed(store: &MariaDbStore, id: &str, token: &ClaimToken) {
+    assert_eq!(
+        row(store, id).await,
+        ("in_flight".to_owned(), 1, Some(token.as_str().to_owned())),
+        "the event is in flight under the token of the worker it went to"
+    );
+    let claimant = Claimant::new(id, TYPE, token);
+    assert_eq!(
+        store.complete(&claimant, LONG).await.expect("complete"),
+        Completion::Recorded
+    );
+}
+
 /// The held turn, once the trigger lets it go, hands out the `held` event.
 async fn the_held_turn_takes(held_turn: JoinHandle<Option<TakenEvent>>, held: &str) {
     let taken = held_turn.await.expect("take").expect("the held event");
@@ -179,16 +194,7 @@ async fn a_new_event_goes_to_a_worker_whose_take_waits_on_mariadb() {
     assert_eq!(taken.attempt, 1);
     assert_eq!(taken.body, Bytes::from(fixtures::event_body(&fresh, TYPE)));
     assert_eq!(taken.path, "/webhooks");
-    assert_eq!(
-        row(store, &fresh).await,
-        ("in_flight".to_owned(), 1, Some(token.as_str().to_owned())),
-        "the event is in flight under the waiting worker's token"
-    );
-    let claimant = Claimant::new(&fresh, TYPE, &token);
-    assert_eq!(
-        store.complete(&claimant, LONG).await.expect("complete"),
-        Completion::Recorded
-    );
+    in_flight_under_and_completed(store, &fresh, &token).await;
 
     the_held_turn_takes(held_turn, &held).await;
 }
@@ -222,16 +228,7 @@ async fn new_events_of_a_group_go_to_the_workers_whose_takes_wait_on_mariadb() {
             .expect("take")
             .expect("each waiting take got an event");
         assert_eq!(taken.attempt, 1);
-        assert_eq!(
-            row(store, &taken.event_id).await,
-            ("in_flight".to_owned(), 1, Some(token.as_str().to_owned())),
-            "the event is in flight under the token of the worker it went to"
-        );
-        let claimant = Claimant::new(&taken.event_id, TYPE, &token);
-        assert_eq!(
-            store.complete(&claimant, LONG).await.expect("complete"),
-            Completion::Recorded
-        );
+        in_flight_under_and_completed(store, &taken.event_id, &token).await;
         taken_ids.push(taken.event_id);
     }
     assert!(
