@@ -145,6 +145,20 @@ async fn takes_waiting_behind_a_held_turn(
     (waiting, held_turn)
 }
 
+/// The waiting takes got their events within a third of [`HELD`] of their receipts at
+/// `received`, while `held_turn` still runs.
+fn answered_while_the_turn_is_held(received: Instant, held_turn: &JoinHandle<Option<TakenEvent>>) {
+    assert!(
+        received.elapsed() < HELD / 3,
+        "the events reached the waiting takes {:?} after their receipts",
+        received.elapsed()
+    );
+    assert!(
+        !held_turn.is_finished(),
+        "the waiting takes were answered after the held turn"
+    );
+}
+
 /// `id`, handed to the worker of `token`, is in flight under that token on its first attempt,
 /// and that worker's completion of it is recorded.
 async fn in_flight_under_and_completed(store: &MariaDbStore, id: &str, token: &ClaimToken) {
@@ -181,15 +195,7 @@ async fn a_new_event_goes_to_a_worker_whose_take_waits_on_mariadb() {
         .expect("the waiting take was answered only after the held turn")
         .expect("take")
         .expect("the waiting take got an event");
-    assert!(
-        received.elapsed() < HELD / 3,
-        "the event reached the waiting take {:?} after its receipt",
-        received.elapsed()
-    );
-    assert!(
-        !held_turn.is_finished(),
-        "the waiting take was answered after the held turn"
-    );
+    answered_while_the_turn_is_held(received, &held_turn);
     assert_eq!(taken.event_id, fresh);
     assert_eq!(taken.attempt, 1);
     assert_eq!(taken.body, Bytes::from(fixtures::event_body(&fresh, TYPE)));
@@ -231,15 +237,7 @@ async fn new_events_of_a_group_go_to_the_workers_whose_takes_wait_on_mariadb() {
         in_flight_under_and_completed(store, &taken.event_id, &token).await;
         taken_ids.push(taken.event_id);
     }
-    assert!(
-        received.elapsed() < HELD / 3,
-        "the events reached the waiting takes {:?} after their receipts",
-        received.elapsed()
-    );
-    assert!(
-        !held_turn.is_finished(),
-        "the waiting takes were answered after the held turn"
-    );
+    answered_while_the_turn_is_held(received, &held_turn);
     taken_ids.sort();
     let mut fresh = fresh;
     fresh.sort();
