@@ -196,10 +196,10 @@ impl<S> InboxWorkerBuilder<S> {
     /// Each of the `concurrency` tasks takes one event at a time. A store that groups its
     /// writes (the SQL stores) takes and settles the events of every waiting task together,
     /// so with short handlers more tasks drain faster: on the project's two-core benchmark
-    /// machine, with a handler that does nothing, 64 tasks drained SQLite at 1.3x–1.4x the rate
-    /// the same database received events over HTTP at 64 connections (16 tasks: 0.8x–0.9x),
-    /// and MariaDB at 1.6x (16 tasks: 0.7x–0.8x); PostgreSQL drained at 1.8x with 16. Size
-    /// it by what your handlers can run at once (each may hold a connection of your own).
+    /// machine, with a handler that does nothing, 64 tasks drained SQLite at 1.5x the rate the
+    /// same database received events over HTTP at 64 connections, PostgreSQL at 1.55x–1.70x
+    /// (16 tasks: 0.9x–1.1x) and MariaDB at 1.0x. Size it by what your handlers can run at
+    /// once (each may hold a connection of your own).
     pub fn with_concurrency(mut self, concurrency: usize) -> Self {
         self.concurrency = concurrency;
         self
