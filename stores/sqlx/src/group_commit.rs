@@ -56,7 +56,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::{
     dialect::{Bind, Dialect, Driver, TakenRow},
-    queries::statement,
+    queries::statements,
 };
 
 /// How a store groups concurrent writes into one commit (see the crate's README, "Group
@@ -579,8 +579,8 @@ impl<D: Dialect> GroupCommitter<D> {
             pool,
             settings,
             framing: Framing {
-                begin: D::GROUP_BEGIN.map(|begin| statement(begin).into()),
-                open: D::GROUP_OPEN.map(|open| statement(open).into()),
+                // Its statements in one query: one round trip.
+                begin: D::GROUP_BEGIN.map(|begin| statements(begin).join(";\n").into()),
                 one_statement_commits: D::GROUP_OF_ONE_STATEMENT_COMMITS_ITSELF,
                 begin_and_commit_ride_along: D::GROUP_BEGIN_AND_COMMIT_RIDE_ALONG,
                 bounded: D::GROUP_LOCK_TIMEOUT.is_some(),
@@ -728,12 +728,11 @@ impl<D: Dialect> GroupCommitter<D> {
     }
 }
 
-/// How a group's transaction begins: its `BEGIN` (`None`: the database's default), and the
-/// statement that opens it, if any; and whether its writes bound their lock waits.
+/// How a group's transaction begins: its `BEGIN`, with whatever sets it up in the same query
+/// (`None`: the database's default); and whether its writes bound their lock waits.
 #[derive(Debug, Clone)]
 struct Framing {
     begin: Option<Arc<str>>,
-    open: Option<Arc<str>>,
     /// A group that is one statement of many rows runs as that statement alone
     /// (`GROUP_OF_ONE_STATEMENT_COMMITS_ITSELF`).
     one_statement_commits: bool,
@@ -938,7 +937,7 @@ async fn in_one_transaction<D: Dialect>(
                 .await
                 .map_err(Failed::Statement);
         }
-        Some([_, _, ..]) if framing.begin_and_commit_ride_along && framing.open.is_none() => {
+        Some([_, _, ..]) if framing.begin_and_commit_ride_along => {
             let begin = framing.begin.as_deref().unwrap_or("BEGIN");
             return with_begin_and_commit_along::<D>(connection, begin, group, &plan).await;
         }
@@ -954,10 +953,6 @@ async fn in_one_transaction<D: Dialect>(
         None => (**connection).begin().await,
     }
     .map_err(Failed::Begin)?;
-    if let Some(open) = &framing.open {
-        let opened = <D::Database as Driver>::execute_in(&mut transaction, open, &[]).await;
-        opened.map_err(Failed::Begin)?;
-    }
     let mut answers: Vec<Option<Answer>> = group.iter().map(|_| None).collect();
     let nothing_along = |_| many::AlongWith::default();
     let mut ran =

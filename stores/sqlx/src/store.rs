@@ -671,9 +671,14 @@ mod tests {
     fn postgres_groups_wait_for_a_lock_as_long_as_their_claims_do() {
         use crate::dialect::{Postgres, Sealed};
         let bound = <Postgres as Sealed>::GROUP_LOCK_TIMEOUT.expect("a bound for groups");
-        let open = <Postgres as Sealed>::GROUP_OPEN.expect("a statement that sets it");
+        let begin = <Postgres as Sealed>::GROUP_BEGIN.expect("a BEGIN that sets it");
         let ms = bound.as_millis();
-        assert!(open.contains(&format!("lock_timeout = '{ms}ms'")), "{open}");
+        // One query begins the transaction and sets its bound: one round trip.
+        assert!(begin.contains("\nBEGIN;\n"), "{begin}");
+        assert!(
+            begin.contains(&format!("SET LOCAL lock_timeout = '{ms}ms';")),
+            "{begin}"
+        );
         let store = crate::queries::Queries::new::<Postgres>(
             &crate::TableName::default(),
             true,

@@ -1007,6 +1007,80 @@ async fn a_completion_of_a_held_row_holds_up_no_grouped_write_on_postgres() {
     .await;
 }
 
+/// Nine completions in one group, one of a row a handler's transaction holds: the group waits
+/// for that row no longer than its bound (100 ms, set as its transaction begins), then each
+/// completion runs again alone, and only the held one waits for the row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
+async fn a_group_of_completions_waits_for_a_held_row_no_longer_than_its_bound_on_postgres() {
+    let test_store = postgres_store("group_held_many", 16).await;
+    let store = test_store
+        .store
+        .clone()
+        .with_group_commit(GroupCommit::POSTGRES.with_writers(1));
+    let retention = Duration::from_secs(3600);
+    let claim = |id: String, token: ClaimToken| {
+        let store = store.clone();
+        async move { store.claim(Claimant::new(&id, TYPE, &token), LEASE).await }
+    };
+    let mut claimed = Vec::new();
+    for _ in 0..11 {
+        let (id, token) = (unique_event_id("held_many"), ClaimToken::generate());
+        assert_eq!(claim(id.clone(), token).await.unwrap(), Claim::Acquired);
+        claimed.push((id, token));
+    }
+    // The lane's turn is held up by a redelivery's claim of another held row (its statement's
+    // own bound). Meanwhile the writer takes a first completion alone, and waits with it for
+    // the turn, while the nine queue behind it: its next group.
+    let (blocker, _) = claimed.pop().expect("eleven claimed");
+    let (first, first_token) = claimed.pop().expect("ten claimed");
+    let blocker_holder = postgres_row_held(&store, &blocker).await;
+    let held = claimed[0].0.clone();
+    let handler = postgres_row_held(&store, &held).await;
+    let blocked = tokio::spawn(claim(blocker, ClaimToken::generate()));
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let mut completions = JoinSet::new();
+    for (n, (id, token)) in [(first, first_token)]
+        .into_iter()
+        .chain(claimed.clone())
+        .enumerate()
+    {
+        if n == 1 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let store = store.clone();
+        completions.spawn(async move {
+            let started = tokio::time::Instant::now();
+            let claimant = Claimant::new(&id, TYPE, &token);
+            let answer = IdempotencyStore::complete(&store, claimant, retention).await;
+            (id, answer, started.elapsed())
+        });
+    }
+    for _ in 0..claimed.len() {
+        let next = tokio::time::timeout(Duration::from_secs(5), completions.join_next()).await;
+        let (id, answer, waited) = next.expect("answered").expect("a completion").unwrap();
+        assert_ne!(id, held, "the held row's completion waits for the row");
+        assert_eq!(
+            answer.unwrap(),
+            Completion::Recorded,
+            "the completion of {id}"
+        );
+        assert!(
+            waited < Duration::from_millis(1_000),
+            "the completion of {id} waited {waited:?} behind the held row"
+        );
+    }
+    handler.rollback().await.unwrap();
+    let (id, answer, _) = completions
+        .join_next()
+        .await
+        .expect("the held one")
+        .unwrap();
+    assert_eq!((id, answer.unwrap()), (held, Completion::Recorded));
+    blocker_holder.rollback().await.unwrap();
+    assert_eq!(blocked.await.unwrap().unwrap(), Claim::InFlight);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
 async fn claims_completions_and_receipts_of_many_events_in_one_group_on_postgres() {

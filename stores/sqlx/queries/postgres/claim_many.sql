@@ -1,5 +1,5 @@
 -- Claim many events at once (a group commit's claims of distinct ids), in one statement: each
--- row as `claim.sql` claims its one event, under the group's lock timeout (`group_open.sql`).
+-- row as `claim.sql` claims its one event, under the group's lock timeout (`group_begin.sql`).
 -- Binds: `{rows}` stands for the rows' values, `($1::text, $2::text, $3::text, $4::bigint)`
 -- each: event id, event type, the delivery's claim token, the lease in µs. A row of NULLs (the
 -- rows are padded to a power of two, so that few statements are prepared) claims nothing.

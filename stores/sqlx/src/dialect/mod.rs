@@ -120,8 +120,9 @@ mod sealed {
         /// How the store groups concurrent writes into one commit, by default.
         const GROUP_COMMIT: GroupCommit = GroupCommit::OFF;
 
-        /// The statement that begins a group commit's transaction (`None`: the database's
-        /// default `BEGIN`).
+        /// The statements that begin a group commit's transaction, sent in one query
+        /// (`None`: the database's default `BEGIN`): SQLite's `BEGIN IMMEDIATE`,
+        /// PostgreSQL's `BEGIN` with the group's short lock timeout.
         const GROUP_BEGIN: Option<&'static str> = None;
 
         /// Whether inbox mode's receipts, takes and settlements may be grouped: their
@@ -142,10 +143,6 @@ mod sealed {
         /// by its caller, as alone, instead of by the writer (where the hop to the writer's
         /// thread and back costs a lone request more than its statement's round trip).
         const LONE_WRITE_BY_CALLER: bool = false;
-
-        /// The statement that opens a group's transaction after its `BEGIN` (PostgreSQL: the
-        /// group's short lock timeout), if any.
-        const GROUP_OPEN: Option<&'static str> = None;
 
         /// Whether a group that is a single statement of many rows runs as that statement
         /// alone, without `BEGIN` and `COMMIT`: where a statement outside a transaction is a

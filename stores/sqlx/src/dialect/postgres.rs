@@ -165,8 +165,9 @@ impl Dialect for Postgres {
 impl Sealed for Postgres {
     const MAX_CONNECTIONS: u32 = 16;
     const GROUP_COMMIT: GroupCommit = GroupCommit::POSTGRES;
-    const GROUP_OPEN: Option<&'static str> =
-        Some(include_str!("../../queries/postgres/group_open.sql"));
+    // `BEGIN` and the group's lock timeout in one round trip.
+    const GROUP_BEGIN: Option<&'static str> =
+        Some(include_str!("../../queries/postgres/group_begin.sql"));
     const GROUP_LOCK_TIMEOUT: Option<Duration> = Some(Duration::from_millis(100));
     const GROUP_ASYNCHRONOUS: bool = false;
     // Measured faster at 64 connections than writers as tasks (BENCHMARKS.md, section 8).
