@@ -895,6 +895,22 @@ impl Held {
     }
 }
 
+/// A PostgreSQL store on a fresh table that groups its writes with one writer
+/// (`GroupCommit::POSTGRES`), beside the test store that drops the table.
+async fn postgres_store_with_one_writer(
+    label: &str,
+) -> (
+    common::TestStore<sangho_webhook_sqlx::PostgresStore>,
+    sangho_webhook_sqlx::PostgresStore,
+) {
+    let test_store = postgres_store(label, 16).await;
+    let store = test_store
+        .store
+        .clone()
+        .with_group_commit(GroupCommit::POSTGRES.with_writers(1));
+    (test_store, store)
+}
+
 /// A write of an event whose row a handler's transaction holds (after its own `complete_in`,
 /// say) waits for the row on a connection of its own: with PostgreSQL's group commit on (one
 /// writer, so that any write it waited behind would be held up), fresh claims and receipts are
@@ -905,11 +921,7 @@ where
     F: FnOnce(sangho_webhook_sqlx::PostgresStore, Held) -> Fut,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
-    let test_store = postgres_store(label, 16).await;
-    let store = test_store
-        .store
-        .clone()
-        .with_group_commit(GroupCommit::POSTGRES.with_writers(1));
+    let (_table, store) = postgres_store_with_one_writer(label).await;
     let held = Held {
         event_id: unique_event_id("held"),
         token: ClaimToken::generate(),
@@ -1013,11 +1025,7 @@ async fn a_completion_of_a_held_row_holds_up_no_grouped_write_on_postgres() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
 async fn a_group_of_completions_waits_for_a_held_row_no_longer_than_its_bound_on_postgres() {
-    let test_store = postgres_store("group_held_many", 16).await;
-    let store = test_store
-        .store
-        .clone()
-        .with_group_commit(GroupCommit::POSTGRES.with_writers(1));
+    let (_table, store) = postgres_store_with_one_writer("group_held_many").await;
     let retention = Duration::from_secs(3600);
     let claim = |id: String, token: ClaimToken| {
         let store = store.clone();
@@ -1084,11 +1092,7 @@ async fn a_group_of_completions_waits_for_a_held_row_no_longer_than_its_bound_on
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
 async fn claims_completions_and_receipts_of_many_events_in_one_group_on_postgres() {
-    let test_store = postgres_store("group_many", 16).await;
-    let store = test_store
-        .store
-        .clone()
-        .with_group_commit(GroupCommit::POSTGRES.with_writers(1));
+    let (_table, store) = postgres_store_with_one_writer("group_many").await;
     let retention = Duration::from_secs(3600);
     let acquire = |id: &str, token: &ClaimToken| {
         let store = store.clone();
@@ -1134,7 +1138,7 @@ async fn claims_completions_and_receipts_of_many_events_in_one_group_on_postgres
     // lock timeout), while the group queues behind it.
     let (blocker, owner) = (unique_event_id("blocker"), ClaimToken::generate());
     assert_eq!(acquire(&blocker, &owner).await, Claim::Acquired);
-    let handler = postgres_row_held(&test_store, &blocker).await;
+    let handler = postgres_row_held(&store, &blocker).await;
     let blocked = tokio::spawn(acquire(&blocker, &ClaimToken::generate()));
     tokio::time::sleep(Duration::from_millis(20)).await;
     let fresh: Vec<String> = (0..12).map(|_| unique_event_id("fresh")).collect();
