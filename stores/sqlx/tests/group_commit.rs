@@ -16,7 +16,7 @@ mod common;
 use std::{sync::Arc, time::Duration};
 
 use bytes::Bytes;
-use common::{postgres_row_held, postgres_store, sqlite_store_at};
+use common::{postgres_row_held, postgres_store, postgres_store_grouped_by, sqlite_store_at};
 use sangho_webhook::{
     inbox::{
         EventState, FailedAttempt, Failure, Inbox, NextAttempt, Receipt, ReceivedEvent, TakeOrder,
@@ -831,10 +831,7 @@ async fn a_row_held_by_a_handler_transaction_holds_up_no_other_claim_on_postgres
         GroupCommit::POSTGRES,
         "PostgreSQL groups by default"
     );
-    let store = test_store
-        .store
-        .clone()
-        .with_group_commit(GroupCommit::POSTGRES.with_writers(1));
+    let store = test_store.store.clone().with_group_commit(ONE_WRITER);
     let (held, owner) = (unique_event_id("held"), ClaimToken::generate());
     let claimant = Claimant::new(&held, TYPE, &owner);
     assert_eq!(store.claim(claimant, LEASE).await.unwrap(), Claim::Acquired);
@@ -895,21 +892,9 @@ impl Held {
     }
 }
 
-/// A PostgreSQL store on a fresh table that groups its writes with one writer
-/// (`GroupCommit::POSTGRES`), beside the test store that drops the table.
-async fn postgres_store_with_one_writer(
-    label: &str,
-) -> (
-    common::TestStore<sangho_webhook_sqlx::PostgresStore>,
-    sangho_webhook_sqlx::PostgresStore,
-) {
-    let test_store = postgres_store(label, 16).await;
-    let store = test_store
-        .store
-        .clone()
-        .with_group_commit(GroupCommit::POSTGRES.with_writers(1));
-    (test_store, store)
-}
+/// PostgreSQL's group commit with one writer: a write held up in its turn holds up every
+/// write after it.
+const ONE_WRITER: GroupCommit = GroupCommit::POSTGRES.with_writers(1);
 
 /// A write of an event whose row a handler's transaction holds (after its own `complete_in`,
 /// say) waits for the row on a connection of its own: with PostgreSQL's group commit on (one
@@ -921,7 +906,8 @@ where
     F: FnOnce(sangho_webhook_sqlx::PostgresStore, Held) -> Fut,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
-    let (_table, store) = postgres_store_with_one_writer(label).await;
+    let test_store = postgres_store_grouped_by(label, 16, ONE_WRITER).await;
+    let store = test_store.store.clone();
     let held = Held {
         event_id: unique_event_id("held"),
         token: ClaimToken::generate(),
@@ -1025,7 +1011,8 @@ async fn a_completion_of_a_held_row_holds_up_no_grouped_write_on_postgres() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
 async fn a_group_of_completions_waits_for_a_held_row_no_longer_than_its_bound_on_postgres() {
-    let (_table, store) = postgres_store_with_one_writer("group_held_many").await;
+    let test_store = postgres_store_grouped_by("group_held_many", 16, ONE_WRITER).await;
+    let store = test_store.store.clone();
     let retention = Duration::from_secs(3600);
     let claim = |id: String, token: ClaimToken| {
         let store = store.clone();
@@ -1092,7 +1079,8 @@ async fn a_group_of_completions_waits_for_a_held_row_no_longer_than_its_bound_on
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
 async fn claims_completions_and_receipts_of_many_events_in_one_group_on_postgres() {
-    let (_table, store) = postgres_store_with_one_writer("group_many").await;
+    let test_store = postgres_store_grouped_by("group_many", 16, ONE_WRITER).await;
+    let store = test_store.store.clone();
     let retention = Duration::from_secs(3600);
     let acquire = |id: &str, token: &ClaimToken| {
         let store = store.clone();
@@ -1238,11 +1226,8 @@ async fn claim_and_complete_eight(store: &sangho_webhook_sqlx::PostgresStore) {
 #[ignore = "needs PostgreSQL: run with --include-ignored; URL from SANGHO_TEST_POSTGRES_URL (default postgres://postgres@127.0.0.1:5432/test)"]
 async fn the_groups_read_a_table_that_grew_by_its_indexes_on_postgres() {
     let connections = 2;
-    let test_store = postgres_store("group_grown", connections).await;
-    let store = test_store
-        .store
-        .clone()
-        .with_group_commit(GroupCommit::POSTGRES.with_writers(1));
+    let test_store = postgres_store_grouped_by("group_grown", connections, ONE_WRITER).await;
+    let store = test_store.store.clone();
     let table = store.table().as_str().to_owned();
     // Past the five runs after which a prepared statement keeps a generic plan, for each size
     // of group these rounds make.

@@ -329,11 +329,23 @@ pub async fn postgres_store(label: &str, connections: u32) -> TestStore<Postgres
 /// A migrated PostgreSQL store on a fresh table, over a pool of `connections`, grouping its
 /// writes (`GroupCommit::POSTGRES`).
 pub async fn grouped_postgres_store(label: &str, connections: u32) -> TestStore<PostgresStore> {
+    postgres_store_grouped_by(
+        label,
+        connections,
+        sangho_webhook_sqlx::GroupCommit::POSTGRES,
+    )
+    .await
+}
+
+/// A migrated PostgreSQL store on a fresh table, over a pool of `connections`, grouping its
+/// writes by `settings`.
+pub async fn postgres_store_grouped_by(
+    label: &str,
+    connections: u32,
+    settings: sangho_webhook_sqlx::GroupCommit,
+) -> TestStore<PostgresStore> {
     let mut test_store = postgres_store(label, connections).await;
-    test_store.store = test_store
-        .store
-        .clone()
-        .with_group_commit(sangho_webhook_sqlx::GroupCommit::POSTGRES);
+    test_store.store = test_store.store.clone().with_group_commit(settings);
     test_store
 }
 
