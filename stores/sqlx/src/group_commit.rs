@@ -62,10 +62,9 @@ use crate::{
 /// How a store groups concurrent writes into one commit (see the crate's README, "Group
 /// commit"). [`SqliteStore`](crate::SqliteStore) groups by default
 /// ([`GroupCommit::SQLITE`]), and so does [`PostgresStore`](crate::PostgresStore)
-/// ([`GroupCommit::POSTGRES`]); `MariaDbStore` groups its inbox receipts only
-/// ([`GroupCommit::MARIADB`] [with its inbox receipts only](GroupCommit::with_inbox_receipts_only):
-/// each of today's mode's operations in its own commit), and [`GroupCommit::MARIADB`] is its
-/// opt-in for every write.
+/// ([`GroupCommit::POSTGRES`]); `MariaDbStore` groups every write but today's mode's claims
+/// ([`GroupCommit::MARIADB`] [with its claims alone](GroupCommit::with_claims_alone): each
+/// claim in its own commit), and [`GroupCommit::MARIADB`] is its opt-in for every write.
 ///
 /// ```
 /// # #[cfg(feature = "sqlite")] {
@@ -84,6 +83,7 @@ pub struct GroupCommit {
     max_bytes: usize,
     writers: usize,
     inbox_receipts_only: bool,
+    claims_alone: bool,
 }
 
 impl GroupCommit {
@@ -93,6 +93,7 @@ impl GroupCommit {
         max_bytes: usize::MAX,
         writers: 1,
         inbox_receipts_only: false,
+        claims_alone: false,
     };
 
     /// SQLite's default: one writer (SQLite has one anyway), up to 64 writes or 4 MiB of
@@ -102,6 +103,7 @@ impl GroupCommit {
         max_bytes: 4 << 20,
         writers: 1,
         inbox_receipts_only: false,
+        claims_alone: false,
     };
 
     /// PostgreSQL's default: two commits at once, each on a connection of the pool, up to 64
@@ -113,26 +115,29 @@ impl GroupCommit {
         max_bytes: 4 << 20,
         writers: 2,
         inbox_receipts_only: false,
+        claims_alone: false,
     };
 
-    /// MariaDB's grouping of every write, **opt-in**: `MariaDbStore` groups only inbox mode's
-    /// receipts by default (this setting [with its inbox receipts only](Self::with_inbox_receipts_only)),
-    /// and writes each of today's mode's operations in its own commit. One run of the
-    /// project's test of two instances sharing a database, with this on, ran a handler twice
-    /// for one event, and the cause is not found yet; do not turn it on in production before
-    /// it is. Two commits at once, each on a connection of the
-    /// pool, up to 64 writes or 4 MiB of bound values each (well under the server's default
-    /// `max_allowed_packet`, 16 MiB); a write that finds its writer idle, and no write
-    /// waiting for it, is written by its caller at once. A group waits for no row lock: one
-    /// that meets a row another transaction holds is rolled back, and each of its writes runs
-    /// again on its own. Of inbox mode's writes, only receipts without an ordering key are
-    /// grouped on MariaDB: a group's receipts are one statement of many rows, their sequence
-    /// numbers drawn first. See the crate's README for what it gains and costs.
+    /// MariaDB's grouping of every write, **opt-in**: `MariaDbStore` groups every write but
+    /// today's mode's claims by default (this setting
+    /// [with its claims alone](Self::with_claims_alone)), and writes each claim in its own
+    /// commit. One run of the project's test of two instances sharing a database, with this
+    /// on, ran a handler twice for one event, and the cause is not found yet; do not turn it
+    /// on in production before it is. Only a claim can let a handler run, so the default
+    /// groups everything else. Two commits at once, each on a connection of the pool, up to
+    /// 64 writes or 4 MiB of bound values each (well under the server's default
+    /// `max_allowed_packet`, 16 MiB); a write that finds its writer idle, and no write waiting
+    /// for it, is written by its caller at once. A group waits for no row lock: one that meets
+    /// a row another transaction holds is rolled back, and each of its writes runs again on
+    /// its own. Of inbox mode's writes, only receipts without an ordering key are grouped on
+    /// MariaDB: a group's receipts are one statement of many rows, their sequence numbers
+    /// drawn first. See the crate's README for what it gains and costs.
     pub const MARIADB: Self = Self {
         max_operations: 64,
         max_bytes: 4 << 20,
         writers: 2,
         inbox_receipts_only: false,
+        claims_alone: false,
     };
 
     /// At most `operations` writes per commit (at least 1; 1 turns grouping off).
@@ -157,7 +162,7 @@ impl GroupCommit {
     /// Groups inbox mode's receipts (of events without an ordering key) only, when `only`:
     /// every other write (today's mode's claims, renewals, completions and releases; a
     /// worker's take or completion where the store groups those) is written in its own
-    /// commit, as with [`GroupCommit::OFF`]. `MariaDbStore`'s default.
+    /// commit, as with [`GroupCommit::OFF`].
     ///
     /// A receipt only stores an event: a worker processes it once it takes the event's row
     /// under a lease, which no group writes. So grouping the receipts can change only how
@@ -174,6 +179,29 @@ impl GroupCommit {
     pub const fn with_inbox_receipts_only(self, only: bool) -> Self {
         Self {
             inbox_receipts_only: only,
+            ..self
+        }
+    }
+
+    /// Writes each of today's mode's claims in a commit of its own, when `alone`, and groups
+    /// the other writes as the rest of the settings say (completions, renewals, releases,
+    /// inbox receipts). `MariaDbStore`'s default.
+    ///
+    /// Only a claim can let a handler run: grouping the other writes can change how fast they
+    /// are answered, never how often an event is processed. So a store whose grouped claims
+    /// are not yet trusted (see [`GroupCommit::MARIADB`]) still groups the rest.
+    ///
+    /// ```
+    /// use sangho_webhook_sqlx::GroupCommit;
+    ///
+    /// let settings = GroupCommit::MARIADB.with_claims_alone(true);
+    /// assert!(settings.claims_alone() && settings.is_on());
+    /// assert!(!GroupCommit::MARIADB.claims_alone());
+    /// ```
+    #[must_use]
+    pub const fn with_claims_alone(self, alone: bool) -> Self {
+        Self {
+            claims_alone: alone,
             ..self
         }
     }
@@ -205,6 +233,11 @@ impl GroupCommit {
     /// Whether only inbox mode's receipts are grouped ([`Self::with_inbox_receipts_only`]).
     pub const fn inbox_receipts_only(&self) -> bool {
         self.inbox_receipts_only
+    }
+
+    /// Whether each claim is written in a commit of its own ([`Self::with_claims_alone`]).
+    pub const fn claims_alone(&self) -> bool {
+        self.claims_alone
     }
 
     /// Whether writes are grouped at all.
@@ -306,6 +339,8 @@ pub(crate) struct Write {
     row: Option<Vec<Value>>,
     /// An inbox receipt: grouped where the store groups inbox receipts only.
     inbox_receipt: bool,
+    /// Today's mode's claim: never grouped where the store writes claims alone.
+    claim: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -386,6 +421,7 @@ impl Write {
             many: None,
             row: None,
             inbox_receipt: false,
+            claim: false,
         }
     }
 
@@ -472,6 +508,15 @@ impl Write {
     pub(crate) fn of_inbox_receipt(self) -> Self {
         Self {
             inbox_receipt: true,
+            ..self
+        }
+    }
+
+    /// Marks the write today's mode's claim, which a store that writes claims alone
+    /// ([`GroupCommit::with_claims_alone`]) never groups.
+    pub(crate) fn of_claim(self) -> Self {
+        Self {
+            claim: true,
             ..self
         }
     }
@@ -599,7 +644,8 @@ impl<D: Dialect> GroupCommitter<D> {
     pub(crate) async fn write(&self, write: Write) -> Result<Answer, WriteError> {
         let grouped = self.settings.is_on()
             && !write.alone
-            && (write.inbox_receipt || !self.settings.inbox_receipts_only);
+            && (write.inbox_receipt || !self.settings.inbox_receipts_only)
+            && !(write.claim && self.settings.claims_alone);
         if !grouped {
             return write
                 .run_alone(&self.pool)

@@ -29,8 +29,8 @@
 //!   cron, time-zone safe.
 //! - **Durable by default**: claims, renewals and completions wait for the database's disk
 //!   flush; see [`PostgresStore`]'s `with_asynchronous_claims` for the opt-out and its price.
-//! - **Group commit** ([`GroupCommit`], SQLite's and PostgreSQL's default; MariaDB's for inbox
-//!   receipts, opt-in for today's mode):
+//! - **Group commit** ([`GroupCommit`], SQLite's and PostgreSQL's default; MariaDB's for every
+//!   write but today's mode's claims, opt-in for those):
 //!   concurrent writes are committed together, one flush for a whole group, and each caller is
 //!   answered once its own write is durable, with the answer its statement gives on its own;
 //!   see [`SqlStore::with_group_commit`].

@@ -510,6 +510,7 @@ impl<D: Dialect> SqlStore<D> {
             .grouped_as(&self.grouped.claim)
             .in_many(self.grouped.many.as_ref().map(|many| &many.claim))
             .otherwise(self.queries.state.as_ref())
+            .of_claim()
             .alone_if(self.commits_asynchronously(!self.synchronous_claims));
         let status = match self.write(claim).await {
             Ok(answer) => answer.into_text(),

@@ -53,12 +53,12 @@ async fn commits(store: &MariaDbStore) -> i64 {
     status.1.parse().expect("a count")
 }
 
-/// `MariaDbStore` groups inbox receipts by default, and writes each of today's mode's claims
-/// and completions in its own commit. Written at once over a pool of one connection, the
-/// claims and completions end no transaction; the receipts are committed in groups.
+/// `MariaDbStore` writes each of today's mode's claims in its own commit by default, and
+/// groups its other writes. Written at once over a pool of one connection, the claims end no
+/// transaction; their completions, and inbox receipts, are committed in groups.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs MariaDB: run with --include-ignored; URL from SANGHO_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/test)"]
-async fn by_default_inbox_receipts_are_grouped_and_claims_are_not_on_mariadb() {
+async fn by_default_claims_are_written_alone_and_other_writes_grouped_on_mariadb() {
     let test_store = mariadb_store("group_default", 1).await;
     let by_default = MariaDbStore::new(test_store.store.pool().clone()).group_commit();
     let store = test_store.store.clone().with_group_commit(by_default);
@@ -69,16 +69,31 @@ async fn by_default_inbox_receipts_are_grouped_and_claims_are_not_on_mariadb() {
         deliveries.spawn(async move {
             let (id, token) = (unique_event_id("claimed"), ClaimToken::generate());
             assert_eq!(claim(&store, &id, &token).await, Claim::Acquired);
-            assert_eq!(complete(&store, &id, &token).await, Completion::Recorded);
+            (id, token)
         });
     }
+    let mut claimed = Vec::new();
     while let Some(delivered) = deliveries.join_next().await {
-        delivered.expect("a delivery");
+        claimed.push(delivered.expect("a delivery"));
     }
     let after_claims = commits(&store).await;
     assert_eq!(
         after_claims, before,
-        "today's mode's claims and completions were committed in groups"
+        "today's mode's claims were committed in groups"
+    );
+
+    let mut completions = JoinSet::new();
+    for (id, token) in claimed {
+        let store = store.clone();
+        completions.spawn(async move { complete(&store, &id, &token).await });
+    }
+    while let Some(completed) = completions.join_next().await {
+        assert_eq!(completed.expect("a completion"), Completion::Recorded);
+    }
+    let after_completions = commits(&store).await;
+    assert!(
+        after_completions > after_claims,
+        "no completions were committed in a group"
     );
 
     let mut receipts = JoinSet::new();
@@ -95,7 +110,7 @@ async fn by_default_inbox_receipts_are_grouped_and_claims_are_not_on_mariadb() {
         assert_eq!(received.expect("a receipt"), Receipt::Stored);
     }
     assert!(
-        commits(&store).await > after_claims,
+        commits(&store).await > after_completions,
         "no inbox receipts were committed in a group"
     );
 }
@@ -111,8 +126,8 @@ async fn claims_and_completions_of_many_events_in_groups_each_answer_as_alone_on
     let by_default = MariaDbStore::new(test_store.store.pool().clone());
     assert_eq!(
         by_default.group_commit(),
-        GroupCommit::MARIADB.with_inbox_receipts_only(true),
-        "only inbox receipts grouped by default"
+        GroupCommit::MARIADB.with_claims_alone(true),
+        "every write but the claims grouped by default"
     );
     let store = test_store
         .store

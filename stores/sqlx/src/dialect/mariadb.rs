@@ -102,9 +102,9 @@ impl Dialect for MariaDb {
 
 impl Sealed for MariaDb {
     const MAX_CONNECTIONS: u32 = 16;
-    // Inbox receipts grouped by default, each of today's mode's writes in its own commit
-    // (`GroupCommit::MARIADB`, grouping every write, is opt-in): see its docs.
-    const GROUP_COMMIT: GroupCommit = GroupCommit::MARIADB.with_inbox_receipts_only(true);
+    // Every write grouped by default but today's mode's claims, each in its own commit
+    // (`GroupCommit::MARIADB`, grouping the claims too, is opt-in): see its docs.
+    const GROUP_COMMIT: GroupCommit = GroupCommit::MARIADB.with_claims_alone(true);
     // InnoDB counts lock waits in whole seconds: a group waits for none (`claim_many.sql`).
     const GROUP_LOCK_TIMEOUT: Option<Duration> = Some(Duration::ZERO);
     const LONE_WRITE_BY_CALLER: bool = true;
