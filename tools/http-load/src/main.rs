@@ -1206,9 +1206,13 @@ impl Kind {
                 let store = MariaDbStore::connect(&url)
                     .await?
                     .with_table_name(format!("bench_http_load_{tag}"))?;
-                // MariaDB's grouping of today's mode is opt-in (its inbox receipts are grouped
-                // by default): the harness measures it beside grouping off.
-                let settings = group.applied(GroupCommit::MARIADB, group.mariadb_writers);
+                // MariaDB's grouping of today's claims is opt-in (every other write is grouped
+                // by default): the harness measures it beside grouping off, or the default.
+                let grouped = match group.mariadb_default {
+                    true => store.group_commit(),
+                    false => GroupCommit::MARIADB,
+                };
+                let settings = group.applied(grouped, group.mariadb_writers);
                 let store = store.with_group_commit(settings);
                 store.migrate().await?;
                 // The same pool size and timeout as `MariaDbStore::connect`'s.
@@ -1452,6 +1456,15 @@ struct Args {
         default_value_t = 0
     )]
     mariadb_group: usize,
+    /// 1 measures the MariaDB store's layer with its default grouping (every write but the
+    /// claims) instead of GroupCommit::MARIADB's (every write, opt-in)
+    #[arg(
+        long,
+        value_name = "0|1",
+        env = "SANGHO_LOAD_MARIADB_DEFAULT",
+        default_value = "0"
+    )]
+    mariadb_default: String,
     /// 0 leaves out inbox mode's receipt (workers stopped, then running) on the SQL stores
     #[arg(
         long,
@@ -1468,6 +1481,8 @@ struct Grouping {
     max: Option<usize>,
     postgres_writers: usize,
     mariadb_writers: usize,
+    /// The MariaDB store's default grouping instead of `GroupCommit::MARIADB`.
+    mariadb_default: bool,
 }
 
 impl Grouping {
@@ -1490,6 +1505,7 @@ async fn main_async(args: Args) -> Result<(), BoxError> {
         max: args.group_max,
         postgres_writers: args.pg_group,
         mariadb_writers: args.mariadb_group,
+        mariadb_default: args.mariadb_default != "0",
     };
     let full = !args.quick;
     let seconds = args.seconds.unwrap_or(if full { 1.0 } else { 0.2 });
