@@ -339,8 +339,6 @@ pub(crate) struct Write {
     row: Option<Vec<Value>>,
     /// An inbox receipt: grouped where the store groups inbox receipts only.
     inbox_receipt: bool,
-    /// Today's mode's claim: never grouped where the store writes claims alone.
-    claim: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -421,7 +419,6 @@ impl Write {
             many: None,
             row: None,
             inbox_receipt: false,
-            claim: false,
         }
     }
 
@@ -508,15 +505,6 @@ impl Write {
     pub(crate) fn of_inbox_receipt(self) -> Self {
         Self {
             inbox_receipt: true,
-            ..self
-        }
-    }
-
-    /// Marks the write today's mode's claim, which a store that writes claims alone
-    /// ([`GroupCommit::with_claims_alone`]) never groups.
-    pub(crate) fn of_claim(self) -> Self {
-        Self {
-            claim: true,
             ..self
         }
     }
@@ -644,8 +632,7 @@ impl<D: Dialect> GroupCommitter<D> {
     pub(crate) async fn write(&self, write: Write) -> Result<Answer, WriteError> {
         let grouped = self.settings.is_on()
             && !write.alone
-            && (write.inbox_receipt || !self.settings.inbox_receipts_only)
-            && !(write.claim && self.settings.claims_alone);
+            && (write.inbox_receipt || !self.settings.inbox_receipts_only);
         if !grouped {
             return write
                 .run_alone(&self.pool)

@@ -510,8 +510,10 @@ impl<D: Dialect> SqlStore<D> {
             .grouped_as(&self.grouped.claim)
             .in_many(self.grouped.many.as_ref().map(|many| &many.claim))
             .otherwise(self.queries.state.as_ref())
-            .of_claim()
-            .alone_if(self.commits_asynchronously(!self.synchronous_claims));
+            .alone_if(
+                self.commits_asynchronously(!self.synchronous_claims)
+                    || self.group_commit().claims_alone(),
+            );
         let status = match self.write(claim).await {
             Ok(answer) => answer.into_text(),
             // The database aborted the claim to resolve a conflict with a concurrent one (a
