@@ -53,6 +53,10 @@
 -- ordering_key the key of events processed one at a time in the order of receipt (NULL: none;
 --              a key over 200 bytes is stored as `sha256:` and its hash), compared byte for
 --              byte.
+-- inbox_state  the state of an inbox event, NULL on a row of the direct mode (generated from
+--              `received_at` and `state`, never stored). Inbox mode's indexes begin with it, so
+--              that an event of the direct mode has one entry in each, written by its claim,
+--              that its completion leaves where it is: MariaDB has no partial indexes.
 
 CREATE TABLE IF NOT EXISTS processed_webhook_events (
     event_id     VARCHAR(50)  CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY,
@@ -73,7 +77,9 @@ CREATE TABLE IF NOT EXISTS processed_webhook_events (
     replays      INT          NOT NULL DEFAULT 0,
     last_error   TEXT         CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
     history      TEXT         CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
-    ordering_key VARCHAR(200) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin
+    ordering_key VARCHAR(200) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
+    inbox_state  VARCHAR(9)   CHARACTER SET ascii
+        AS (IF(received_at IS NULL, NULL, state)) VIRTUAL
 ) ENGINE = InnoDB;
 
 -- A table of the provider's documented schema: add the store's columns, and give the rows
@@ -107,6 +113,15 @@ ALTER TABLE processed_webhook_events
     ADD COLUMN IF NOT EXISTS ordering_key VARCHAR(200) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin,
     ALGORITHM = INSTANT;
 
+-- A table of an earlier release of inbox mode, whose indexes began with `state`: add the
+-- generated state of inbox events, a change of the data dictionary only (a virtual column is
+-- computed as it is read, never stored).
+SET STATEMENT max_statement_time = 0.5 FOR
+ALTER TABLE processed_webhook_events
+    ADD COLUMN IF NOT EXISTS inbox_state VARCHAR(9) CHARACTER SET ascii
+        AS (IF(received_at IS NULL, NULL, state)) VIRTUAL,
+    ALGORITHM = INSTANT;
+
 SET STATEMENT max_statement_time = 0.5 FOR
 ALTER TABLE processed_webhook_events
     MODIFY state VARCHAR(9) CHARACTER SET ascii NOT NULL DEFAULT 'completed'
@@ -130,29 +145,44 @@ SET STATEMENT lock_wait_timeout = 1 FOR
 CREATE INDEX IF NOT EXISTS idx_webhook_expires_at
     ON processed_webhook_events (expires_at);
 
--- Inbox mode's take reads the unfinished events in the order of receipt. Built in place
--- (ALGORITHM=INPLACE, LOCK=NONE: receipts and claims go on meanwhile; the exclusive metadata
--- lock only at its start and at its end).
+-- Inbox mode's indexes begin with `inbox_state` (NULL on a row of the direct mode), and each
+-- is built in place (ALGORITHM=INPLACE, LOCK=NONE: receipts and claims go on meanwhile; the
+-- exclusive metadata lock only at its start and at its end).
+--
+-- The take reads the unfinished events in the order of receipt.
 SET STATEMENT lock_wait_timeout = 1 FOR
-CREATE INDEX IF NOT EXISTS idx_webhook_unfinished
-    ON processed_webhook_events (state, sequence) ALGORITHM = INPLACE LOCK = NONE;
+CREATE INDEX IF NOT EXISTS idx_webhook_queue
+    ON processed_webhook_events (inbox_state, sequence) ALGORITHM = INPLACE LOCK = NONE;
 
--- Inbox mode's take looks for an event whose lease ran out by the state and the lease's end,
--- so that it reads only those, not every event in flight (nor the entries of the completed
--- ones that InnoDB has yet to purge). Built in place too.
+-- The take looks for an event whose lease ran out by the state and the lease's end, so that it
+-- reads only those, not every event in flight (nor the entries of the completed ones that
+-- InnoDB has yet to purge). The gauges count each state from it.
 SET STATEMENT lock_wait_timeout = 1 FOR
-CREATE INDEX IF NOT EXISTS idx_webhook_leases
-    ON processed_webhook_events (state, due_at) ALGORITHM = INPLACE LOCK = NONE;
+CREATE INDEX IF NOT EXISTS idx_webhook_lease_ends
+    ON processed_webhook_events (inbox_state, due_at) ALGORITHM = INPLACE LOCK = NONE;
 
--- Inbox mode's take looks first for the events waiting for their first attempt, in the order of
--- receipt, so that it never reads the retries among them. Built in place too.
+-- The take looks first for the events waiting for their first attempt, in the order of
+-- receipt, so that it never reads the retries among them.
 SET STATEMENT lock_wait_timeout = 1 FOR
-CREATE INDEX IF NOT EXISTS idx_webhook_fresh
-    ON processed_webhook_events (state, attempts, sequence) ALGORITHM = INPLACE LOCK = NONE;
+CREATE INDEX IF NOT EXISTS idx_webhook_new_events
+    ON processed_webhook_events (inbox_state, attempts, sequence) ALGORITHM = INPLACE LOCK = NONE;
 
--- Inbox mode's take hands out an event with an ordering key only while no unfinished event of
--- its key was received before it and none is in flight: it looks them up by key and state,
--- in the order of receipt. Built in place too.
+-- The take hands out an event with an ordering key only while no unfinished event of its key
+-- was received before it and none is in flight: it looks them up by key and state, in the
+-- order of receipt.
 SET STATEMENT lock_wait_timeout = 1 FOR
-CREATE INDEX IF NOT EXISTS idx_webhook_ordering
-    ON processed_webhook_events (ordering_key, state, sequence) ALGORITHM = INPLACE LOCK = NONE;
+CREATE INDEX IF NOT EXISTS idx_webhook_key_order
+    ON processed_webhook_events (ordering_key, inbox_state, sequence)
+    ALGORITHM = INPLACE LOCK = NONE;
+
+-- An earlier release of inbox mode keyed the same four indexes on `state`
+-- (`idx_webhook_unfinished`, `idx_webhook_leases`, `idx_webhook_fresh`,
+-- `idx_webhook_ordering`), so that every event of the direct mode had an entry in each that its
+-- completion moved. Its instances name them in their statements, so this script keeps them.
+-- Once no instance of that release serves, drop them by hand (each needs the exclusive metadata
+-- lock for a moment); until then every completion of the direct mode moves its event in them:
+--
+--   DROP INDEX IF EXISTS idx_webhook_unfinished ON processed_webhook_events;
+--   DROP INDEX IF EXISTS idx_webhook_leases ON processed_webhook_events;
+--   DROP INDEX IF EXISTS idx_webhook_fresh ON processed_webhook_events;
+--   DROP INDEX IF EXISTS idx_webhook_ordering ON processed_webhook_events;

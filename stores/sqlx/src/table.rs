@@ -66,23 +66,24 @@ impl TableName {
         self.index("expires_at")
     }
 
-    /// The name of inbox mode's index of unfinished events: `idx_webhook_unfinished` for the
-    /// default table, `<table>_unfinished_idx` for any other.
-    #[cfg_attr(not(any(feature = "postgres", feature = "mariadb")), allow(dead_code))]
+    /// The name of inbox mode's index of unfinished events on PostgreSQL:
+    /// `idx_webhook_unfinished` for the default table, `<table>_unfinished_idx` for any other.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) fn unfinished_index_name(&self) -> String {
         self.index("unfinished")
     }
 
-    /// The name of inbox mode's index of the unfinished events of each ordering key:
-    /// `idx_webhook_ordering` for the default table, `<table>_ordering_idx` for any other.
-    #[cfg_attr(not(any(feature = "postgres", feature = "mariadb")), allow(dead_code))]
+    /// The name of inbox mode's index of the unfinished events of each ordering key on
+    /// PostgreSQL: `idx_webhook_ordering` for the default table, `<table>_ordering_idx` for
+    /// any other.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) fn ordering_index_name(&self) -> String {
         self.index("ordering")
     }
 
-    /// The name of inbox mode's index of the events waiting for their first attempt:
-    /// `idx_webhook_fresh` for the default table, `<table>_fresh_idx` for any other.
-    #[cfg_attr(not(any(feature = "postgres", feature = "mariadb")), allow(dead_code))]
+    /// The name of inbox mode's index of the events waiting for their first attempt on
+    /// PostgreSQL: `idx_webhook_fresh` for the default table, `<table>_fresh_idx` for any other.
+    #[cfg_attr(not(feature = "postgres"), allow(dead_code))]
     pub(crate) fn fresh_index_name(&self) -> String {
         self.index("fresh")
     }
@@ -94,11 +95,14 @@ impl TableName {
         self.index("dead")
     }
 
-    /// The name of inbox mode's index of leases on MariaDB (state, then when the lease runs
-    /// out): `idx_webhook_leases` for the default table, `<table>_leases_idx` for any other.
+    /// The names of inbox mode's four indexes on MariaDB, each keyed on `inbox_state` (NULL on
+    /// a row of the direct mode): the queue of unfinished events, the ends of their leases, the
+    /// events new since their receipt, and each ordering key's events
+    /// (`idx_webhook_<queue|lease_ends|new_events|key_order>` for the default table,
+    /// `<table>_<…>_idx` for any other).
     #[cfg_attr(not(feature = "mariadb"), allow(dead_code))]
-    pub(crate) fn lease_index_name(&self) -> String {
-        self.index("leases")
+    pub(crate) fn inbox_index_names(&self) -> [String; 4] {
+        ["queue", "lease_ends", "new_events", "key_order"].map(|index| self.index(index))
     }
 
     /// The name of inbox mode's receipt sequence: `<table>_sequence`.

@@ -28,13 +28,16 @@
 -- first event the take may hand out (its sequence number), then a locking read from there
 -- (`FOR UPDATE SKIP LOCKED`: concurrent takes pass over the events other takes lock, so that
 -- no two take one event), which stops once it has locked N: the new events by the index on
--- (state, attempts, sequence), the waiting ones by the index on (state, sequence). An earlier
--- event whose lease ran out is found by a plain read of the index on (state, due_at), which
--- holds only those before the present, then locked by its id: no event in flight is ever
--- locked by a take that passes over it (its worker's completion would wait for the take).
--- Each search names its index (`FORCE INDEX`): with few unfinished events the optimizer would
--- rather read every unfinished event for each ordering key's test than the key's few by the
--- index on (ordering_key, state, sequence).
+-- (inbox_state, attempts, sequence), the waiting ones by the index on (inbox_state,
+-- sequence). An earlier event whose lease ran out is found by a plain read of the index on
+-- (inbox_state, due_at), which holds only those before the present, then locked by its id: no
+-- event in flight is ever locked by a take that passes over it (its worker's completion would
+-- wait for the take). Each search names its index (`FORCE INDEX`): with few unfinished events
+-- the optimizer would rather read every unfinished event for each ordering key's test than the
+-- key's few by the index on (ordering_key, inbox_state, sequence). The searches test
+-- `inbox_state` (an inbox event's state; NULL on a row of the direct mode), not `state`: the
+-- indexes are keyed on it, and an index of a generated column serves only a statement that
+-- names the column.
 --
 -- Plain reads and the subqueries of a locking read are consistent reads: they lock nothing and
 -- wait for no lock, and see the rows as committed when the statement first read. The searches
@@ -55,14 +58,14 @@
 --
 -- 1. No binds. Answers the first new event's sequence number, or no row.
 SELECT c.sequence
-FROM {table} AS c FORCE INDEX (idx_webhook_fresh)
-WHERE c.state = 'received' AND c.attempts = 0 AND c.due_at <= UTC_TIMESTAMP(6)
+FROM {table} AS c FORCE INDEX (idx_webhook_new_events)
+WHERE c.inbox_state = 'received' AND c.attempts = 0 AND c.due_at <= UTC_TIMESTAMP(6)
   AND (c.ordering_key IS NULL
-       OR (NOT EXISTS (SELECT 1 FROM {table} AS k FORCE INDEX (idx_webhook_ordering)
-                       WHERE k.ordering_key = c.ordering_key AND k.state = 'received'
+       OR (NOT EXISTS (SELECT 1 FROM {table} AS k FORCE INDEX (idx_webhook_key_order)
+                       WHERE k.ordering_key = c.ordering_key AND k.inbox_state = 'received'
                          AND k.sequence < c.sequence)
-           AND NOT EXISTS (SELECT 1 FROM {table} AS k FORCE INDEX (idx_webhook_ordering)
-                           WHERE k.ordering_key = c.ordering_key AND k.state = 'in_flight'
+           AND NOT EXISTS (SELECT 1 FROM {table} AS k FORCE INDEX (idx_webhook_key_order)
+                           WHERE k.ordering_key = c.ordering_key AND k.inbox_state = 'in_flight'
                              AND (k.sequence < c.sequence
                                   OR k.due_at > UTC_TIMESTAMP(6)))))
 ORDER BY c.sequence
@@ -74,15 +77,15 @@ SELECT c.sequence, c.event_id, c.event_type, c.body, c.headers, c.request_path,
        CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', c.received_at) DIV 1000 AS SIGNED),
        CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', COALESCE(c.replayed_at, c.received_at)) DIV 1000 AS SIGNED),
        CAST(c.attempts AS SIGNED), c.ordering_key
-FROM {table} AS c FORCE INDEX (idx_webhook_fresh)
-WHERE c.state = 'received' AND c.attempts = 0 AND c.sequence >= ?
+FROM {table} AS c FORCE INDEX (idx_webhook_new_events)
+WHERE c.inbox_state = 'received' AND c.attempts = 0 AND c.sequence >= ?
   AND c.due_at <= UTC_TIMESTAMP(6)
   AND (c.ordering_key IS NULL
-       OR (NOT EXISTS (SELECT 1 FROM {table} AS k FORCE INDEX (idx_webhook_ordering)
-                       WHERE k.ordering_key = c.ordering_key AND k.state = 'received'
+       OR (NOT EXISTS (SELECT 1 FROM {table} AS k FORCE INDEX (idx_webhook_key_order)
+                       WHERE k.ordering_key = c.ordering_key AND k.inbox_state = 'received'
                          AND k.sequence < c.sequence)
-           AND NOT EXISTS (SELECT 1 FROM {table} AS k FORCE INDEX (idx_webhook_ordering)
-                           WHERE k.ordering_key = c.ordering_key AND k.state = 'in_flight'
+           AND NOT EXISTS (SELECT 1 FROM {table} AS k FORCE INDEX (idx_webhook_key_order)
+                           WHERE k.ordering_key = c.ordering_key AND k.inbox_state = 'in_flight'
                              AND (k.sequence < c.sequence
                                   OR k.due_at > UTC_TIMESTAMP(6)))))
 ORDER BY c.sequence
@@ -91,26 +94,26 @@ FOR UPDATE SKIP LOCKED;
 -- 3. No binds. Answers one row: the first waiting event's sequence number, and the id of the
 -- first event whose lease ran out (each NULL when there is none).
 SELECT
-    (SELECT c.sequence FROM {table} AS c FORCE INDEX (idx_webhook_unfinished)
-     WHERE c.state = 'received' AND c.due_at <= UTC_TIMESTAMP(6)
+    (SELECT c.sequence FROM {table} AS c FORCE INDEX (idx_webhook_queue)
+     WHERE c.inbox_state = 'received' AND c.due_at <= UTC_TIMESTAMP(6)
        AND (c.ordering_key IS NULL
-            OR (NOT EXISTS (SELECT 1 FROM {table} AS k FORCE INDEX (idx_webhook_ordering)
-                            WHERE k.ordering_key = c.ordering_key AND k.state = 'received'
+            OR (NOT EXISTS (SELECT 1 FROM {table} AS k FORCE INDEX (idx_webhook_key_order)
+                            WHERE k.ordering_key = c.ordering_key AND k.inbox_state = 'received'
                               AND k.sequence < c.sequence)
-                AND NOT EXISTS (SELECT 1 FROM {table} AS k FORCE INDEX (idx_webhook_ordering)
-                                WHERE k.ordering_key = c.ordering_key AND k.state = 'in_flight'
+                AND NOT EXISTS (SELECT 1 FROM {table} AS k FORCE INDEX (idx_webhook_key_order)
+                                WHERE k.ordering_key = c.ordering_key AND k.inbox_state = 'in_flight'
                                   AND (k.sequence < c.sequence
                                        OR k.due_at > UTC_TIMESTAMP(6)))))
      ORDER BY c.sequence
      LIMIT 1) AS due_from,
-    (SELECT c.event_id FROM {table} AS c FORCE INDEX (idx_webhook_leases)
-     WHERE c.state = 'in_flight' AND c.due_at <= UTC_TIMESTAMP(6)
+    (SELECT c.event_id FROM {table} AS c FORCE INDEX (idx_webhook_lease_ends)
+     WHERE c.inbox_state = 'in_flight' AND c.due_at <= UTC_TIMESTAMP(6)
        AND (c.ordering_key IS NULL
-            OR (NOT EXISTS (SELECT 1 FROM {table} AS k FORCE INDEX (idx_webhook_ordering)
-                            WHERE k.ordering_key = c.ordering_key AND k.state = 'received'
+            OR (NOT EXISTS (SELECT 1 FROM {table} AS k FORCE INDEX (idx_webhook_key_order)
+                            WHERE k.ordering_key = c.ordering_key AND k.inbox_state = 'received'
                               AND k.sequence < c.sequence)
-                AND NOT EXISTS (SELECT 1 FROM {table} AS k FORCE INDEX (idx_webhook_ordering)
-                                WHERE k.ordering_key = c.ordering_key AND k.state = 'in_flight'
+                AND NOT EXISTS (SELECT 1 FROM {table} AS k FORCE INDEX (idx_webhook_key_order)
+                                WHERE k.ordering_key = c.ordering_key AND k.inbox_state = 'in_flight'
                                   AND (k.sequence < c.sequence
                                        OR k.due_at > UTC_TIMESTAMP(6)))))
      ORDER BY c.sequence
@@ -131,14 +134,14 @@ SELECT c.sequence, c.event_id, c.event_type, c.body, c.headers, c.request_path,
        CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', c.received_at) DIV 1000 AS SIGNED),
        CAST(TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', COALESCE(c.replayed_at, c.received_at)) DIV 1000 AS SIGNED),
        CAST(c.attempts AS SIGNED), c.ordering_key
-FROM {table} AS c FORCE INDEX (idx_webhook_unfinished)
-WHERE c.state = 'received' AND c.sequence >= ? AND c.due_at <= UTC_TIMESTAMP(6)
+FROM {table} AS c FORCE INDEX (idx_webhook_queue)
+WHERE c.inbox_state = 'received' AND c.sequence >= ? AND c.due_at <= UTC_TIMESTAMP(6)
   AND (c.ordering_key IS NULL
-       OR (NOT EXISTS (SELECT 1 FROM {table} AS k FORCE INDEX (idx_webhook_ordering)
-                       WHERE k.ordering_key = c.ordering_key AND k.state = 'received'
+       OR (NOT EXISTS (SELECT 1 FROM {table} AS k FORCE INDEX (idx_webhook_key_order)
+                       WHERE k.ordering_key = c.ordering_key AND k.inbox_state = 'received'
                          AND k.sequence < c.sequence)
-           AND NOT EXISTS (SELECT 1 FROM {table} AS k FORCE INDEX (idx_webhook_ordering)
-                           WHERE k.ordering_key = c.ordering_key AND k.state = 'in_flight'
+           AND NOT EXISTS (SELECT 1 FROM {table} AS k FORCE INDEX (idx_webhook_key_order)
+                           WHERE k.ordering_key = c.ordering_key AND k.inbox_state = 'in_flight'
                              AND (k.sequence < c.sequence
                                   OR k.due_at > UTC_TIMESTAMP(6)))))
 ORDER BY c.sequence
@@ -150,11 +153,11 @@ FOR UPDATE SKIP LOCKED;
 SELECT c.event_id
 FROM {table} AS c
 WHERE c.event_id IN ({ids}) AND c.ordering_key IS NOT NULL
-  AND EXISTS (SELECT 1 FROM {table} AS k FORCE INDEX (idx_webhook_ordering)
-              WHERE k.ordering_key = c.ordering_key AND k.state IN ('received', 'in_flight')
+  AND EXISTS (SELECT 1 FROM {table} AS k FORCE INDEX (idx_webhook_key_order)
+              WHERE k.ordering_key = c.ordering_key AND k.inbox_state IN ('received', 'in_flight')
                 AND k.event_id <> c.event_id
                 AND (k.sequence < c.sequence
-                     OR (k.state = 'in_flight' AND k.due_at > UTC_TIMESTAMP(6))));
+                     OR (k.inbox_state = 'in_flight' AND k.due_at > UTC_TIMESTAMP(6))));
 -- 7. Binds: each taken event's id and its worker's token ({tokens}: `WHEN ? THEN ?` for each),
 -- the lease in µs, the taken events' ids ({ids}). The assignments are evaluated in order, so
 -- the history reads the state and the attempts before they change.

@@ -216,14 +216,15 @@ impl Sealed for MariaDb {
         check_server(&mut connection).await?;
         let present = columns(&mut connection, table).await?;
         refuse_unusable(table, &present)?;
+        let [queue, lease_ends, new_events, key_order] = table.inbox_index_names();
         let (ready,): (i64,) = sqlx::query_as(AssertSqlSafe(statement(INDEXES)))
             .bind(table.as_str())
             .bind(table.index_name())
             .bind(table.expiry_index_name())
-            .bind(table.unfinished_index_name())
-            .bind(table.lease_index_name())
-            .bind(table.fresh_index_name())
-            .bind(table.ordering_index_name())
+            .bind(queue)
+            .bind(lease_ends)
+            .bind(new_events)
+            .bind(key_order)
             .bind(table.sequence_name())
             .bind(table.as_str())
             .fetch_one(&mut *connection)
@@ -877,18 +878,20 @@ mod tests {
     fn the_script_splits_into_its_statements() {
         let statements =
             crate::queries::statements(<super::MariaDb as crate::dialect::Sealed>::SQL.schema);
-        assert_eq!(statements.len(), 12);
+        assert_eq!(statements.len(), 13);
         assert!(statements[0].starts_with("CREATE TABLE IF NOT EXISTS"));
         // Each statement that takes the table's exclusive metadata lock waits for it briefly.
         assert!(statements[1].starts_with("SET STATEMENT lock_wait_timeout = 1 FOR\nALTER TABLE"));
-        for instant in &statements[2..4] {
+        // Inbox mode's columns, then its generated state, then the state's check.
+        for instant in &statements[2..5] {
             assert!(instant.starts_with("SET STATEMENT max_statement_time = 0.5 FOR\nALTER TABLE"));
             assert!(instant.ends_with("ALGORITHM = INSTANT"));
         }
-        assert!(statements[4].starts_with("CREATE SEQUENCE IF NOT EXISTS"));
-        assert!(statements[5].starts_with("UPDATE"));
-        assert!(statements[5].ends_with("WHERE expires_at IS NULL AND received_at IS NULL"));
-        for index in &statements[6..] {
+        assert!(statements[3].contains("ADD COLUMN IF NOT EXISTS inbox_state"));
+        assert!(statements[5].starts_with("CREATE SEQUENCE IF NOT EXISTS"));
+        assert!(statements[6].starts_with("UPDATE"));
+        assert!(statements[6].ends_with("WHERE expires_at IS NULL AND received_at IS NULL"));
+        for index in &statements[7..] {
             assert!(index.starts_with(
                 "SET STATEMENT lock_wait_timeout = 1 FOR\nCREATE INDEX IF NOT EXISTS"
             ));
